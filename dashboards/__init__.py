@@ -1,0 +1,1 @@
+"""Dashboards: pure functions from store tables (and bench records) to Altair charts."""

@@ -1,0 +1,36 @@
+"""The `loglens` command.  One module per command in this package; each module defines
+`register(app)`, and is picked up here, so adding a command touches one new file."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import typer
+
+app = typer.Typer(
+    name="loglens",
+    help="Parse LLM-server logs into a Parquet store and explain why bench_serving and the server disagree.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_ORDER = ["ingest", "summary", "runs", "reconcile", "diagnose", "tail", "dashboard"]
+
+
+def _register_all() -> None:
+    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name != "common"]
+    names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+    for name in names:
+        module = importlib.import_module(f"{__name__}.{name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,55 @@
+"""Options and error handling shared by every command (defined once, here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from loglens.store import Store
+
+StoreOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--store",
+        envvar="LOGLENS_STORE",
+        help="Store directory (default: $LOGLENS_STORE, else .loglens in the working directory).",
+        show_envvar=True,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of the terminal report.")]
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one `Error: ...` line, exit 1 (or `code`)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"Error: {message}", markup=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def open_store(store: Optional[str], must_exist: bool = True) -> Store:
+    st = Store(store)
+    if must_exist and not st.exists():
+        fail(f"no loglens store at {st.path}; run `loglens ingest LOG` first, or pass --store DIR.")
+    return st
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def progress_enabled() -> bool:
+    """Progress bars only on a terminal."""
+    return sys.stderr.isatty()

@@ -1,0 +1,85 @@
+"""The Parquet store: one folder per table, atomic file writes, lazy scans.
+
+Layout: `STORE/<table>/<file_id>-<first_line>-<n>.parquet`.  A file is written under a
+temporary name (`*.parquet.tmp`, which the `**/*.parquet` glob does not match) and renamed
+into place, so a reader never sees half a file.  Every file of a table has the table's fixed
+schema (loglens.schema), so all of them scan as one table.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import polars as pl
+
+from loglens.schema import TABLES, conform, empty
+
+DEFAULT_STORE = ".loglens"
+
+
+def resolve_store_path(store: str | os.PathLike | None) -> Path:
+    """`--store DIR`, else `$LOGLENS_STORE`, else `.loglens` in the working directory."""
+    if store:
+        return Path(store)
+    env = os.environ.get("LOGLENS_STORE")
+    return Path(env) if env else Path(DEFAULT_STORE)
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = resolve_store_path(path)
+
+    # ---- reading -------------------------------------------------------------------
+    def table_dir(self, table: str) -> Path:
+        if table not in TABLES:
+            raise KeyError(f"unknown table {table!r}")
+        return self.path / table
+
+    def files_of(self, table: str) -> list[Path]:
+        d = self.table_dir(table)
+        if not d.is_dir():
+            return []
+        return sorted(d.rglob("*.parquet"))
+
+    def exists(self) -> bool:
+        return self.path.is_dir() and (self.path / "files").is_dir()
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        """The whole table as a LazyFrame (an empty frame with the schema if nothing is there)."""
+        files = self.files_of(table)
+        if not files:
+            return empty(table).lazy()
+        return pl.scan_parquet([str(f) for f in files], schema=TABLES[table])
+
+    def read(self, table: str) -> pl.DataFrame:
+        return self.scan(table).collect()
+
+    # ---- writing -------------------------------------------------------------------
+    def write(self, table: str, df: pl.DataFrame, name: str | None = None) -> Path | None:
+        """Write `df` as one new Parquet file of `table`, atomically. Empty frames write nothing."""
+        if df.height == 0:
+            return None
+        d = self.table_dir(table)
+        d.mkdir(parents=True, exist_ok=True)
+        name = name or uuid.uuid4().hex
+        final = d / f"{name}.parquet"
+        tmp = d / f".{name}.{uuid.uuid4().hex[:8]}.parquet.tmp"
+        conform(df, table).write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, final)
+        return final
+
+    def replace_files(self, table: str, old: list[Path], df: pl.DataFrame, name: str) -> None:
+        """Swap `old` files for one file holding `df` (compaction). The new file lands first,
+        then the old ones go, so a reader may briefly see rows twice but never loses any."""
+        self.write(table, df, name=name)
+        for f in old:
+            if f.name != f"{name}.parquet":
+                f.unlink(missing_ok=True)
+
+    def clean_tmp(self) -> None:
+        """Remove temporary files left by an interrupted writer."""
+        if self.path.is_dir():
+            for f in self.path.rglob("*.parquet.tmp"):
+                f.unlink(missing_ok=True)
