@@ -143,23 +143,23 @@ REJECTS = {
 }
 
 FILES = {
-    "source": pl.String,
-    "file_id": pl.String,  # identity of this file's content (head hash + first bytes)
-    "size_bytes": pl.Int64,  # size of the file when read
-    "bytes_read": pl.Int64,  # complete lines consumed (resume offset)
-    "lines": pl.Int64,  # physical lines read so far
-    "blank_lines": pl.Int64,
-    "head_sha1": pl.String,  # sha1 of the first 64 KiB: same name, other file?
+    "source": pl.String,  # the path as given (absolute)
+    "file_id": pl.String,  # identity of this file's content lineage (head hash); rows carry it
+    "seq": pl.Int64,  # 1 for the first read, 2 for the next (one row per read)
+    "size_bytes": pl.Int64,  # size (uncompressed) when read
+    "bytes_read": pl.Int64,  # bytes consumed, = size_bytes after a complete read
+    "lines": pl.Int64,  # physical lines read so far (cumulative)
+    "blank_lines": pl.Int64,  # of which blank (cumulative)
+    "head_len": pl.Int64,  # bytes hashed for head_sha1 (64 KiB, or less for a small file)
+    "head_sha1": pl.String,  # same name, other file?
     "tail_sha1": pl.String,  # sha1 of the 4 KiB before bytes_read: grown, or rewritten?
+    "resume_at": pl.Int64,  # byte offset a later read restarts from (start of the held-back tail)
+    "resume_line": pl.Int64,  # line number at resume_at
+    "tail_blank_lines": pl.Int64,  # blank lines among those re-read from resume_at
     "compressed": pl.Boolean,
+    "mtime": DT,
     "ingested_at": DT,
-    "seq": pl.Int64,  # how many times this file was read (one row per read)
-    "rows_decode": pl.Int64,
-    "rows_prefill": pl.Int64,
-    "rows_http": pl.Int64,
-    "rows_events": pl.Int64,
-    "rows_rejects": pl.Int64,
-    "first_line": pl.Int64,  # first physical line covered by this read
+    "unknown_keys": pl.String,  # JSON {key: count} of batch-line keys this parser does not know
 }
 
 #: typed server configuration, derived from `server_args=ServerArgs(...)` events

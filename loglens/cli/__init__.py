@@ -16,6 +16,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Parse LLM-server logs into a Parquet store and explain why bench_serving and the server disagree."""
+
+
 _ORDER = ["ingest", "summary", "runs", "reconcile", "diagnose", "tail", "dashboard"]
 
 

@@ -1,0 +1,202 @@
+"""Whole-file ingest: log files (plain, `.gz`, directories) → the store, idempotently.
+
+A file's identity is its content, not its name: the sha1 of its first 64 KiB (`head`) and of
+the 4 KiB before where the last read stopped (`tail`).  Same head and tail → the same file,
+grown or not: reading resumes where it stopped, so the same bytes twice add no rows and a
+grown file adds only its new lines.  A different file under the same name fails the check
+and is read as a new lineage (new `file_id`).
+
+The rows made from the end of a read (the held-back last record and an unterminated last
+line) go to files named `*-tail.parquet`; when the file has grown, those are removed and the
+read resumes at their first line, so a line completed later is never counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from loglens.parsers.pipeline import LineParser, Parsed
+from loglens.reader import HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, read_range, sha1, is_gzip
+from loglens.schema import LINE_TABLES
+from loglens.store import Store
+
+
+class IngestError(Exception):
+    """A file that cannot be read at all (missing, a directory without logs, no permission)."""
+
+
+@dataclass
+class FileReport:
+    source: str
+    file_id: str = ""
+    status: str = ""  # new | grown | unchanged | rewritten | empty
+    lines: int = 0  # physical lines read in this run
+    blank_lines: int = 0
+    bytes: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    unknown_keys: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+def expand_paths(paths: list[str | Path], exclude: Path | None = None) -> list[Path]:
+    """Files named, plus the regular files under directories named (hidden ones skipped)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if not f.is_file() or any(part.startswith(".") for part in f.relative_to(p).parts):
+                    continue
+                if exclude is not None and exclude.resolve() in f.resolve().parents:
+                    continue
+                if f.suffix in (".parquet", ".jsonl", ".json") or f.name.endswith(".parquet.tmp"):
+                    continue  # a store or bench results, not a log
+                out.append(f)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise IngestError(f"{p}: no such file or directory")
+    return out
+
+
+def _lineage(store: Store, path: Path, size: int) -> tuple[dict | None, str]:
+    """The previous read of this content, if any, and its file_id (or a new one)."""
+    files = store.read("files")
+    head_len_now = min(size, HEAD_BYTES)
+    head_now = sha1(read_range(path, 0, head_len_now))
+    if files.height == 0:
+        return None, head_now[:16]
+    latest = files.sort("seq").group_by("file_id").agg(pl.all().last())
+    cache: dict[int, str] = {head_len_now: head_now}
+    for row in latest.sort("ingested_at", descending=True).iter_rows(named=True):
+        hl = row["head_len"]
+        if size < row["bytes_read"] or hl > size:
+            continue
+        if hl not in cache:
+            cache[hl] = sha1(read_range(path, 0, hl))
+        if cache[hl] != row["head_sha1"]:
+            continue
+        br = row["bytes_read"]
+        lo = max(0, br - TAIL_BYTES)
+        if sha1(read_range(path, lo, br - lo)) == row["tail_sha1"]:
+            return row, row["file_id"]
+    taken = set(files.get_column("file_id").to_list())
+    fid, n = head_now[:16], 1
+    while fid in taken:
+        n += 1
+        fid = f"{head_now[:16]}-{n}"
+    return None, fid
+
+
+def _write(store: Store, parsed: Parsed, source: str, file_id: str, name: str, report: FileReport) -> None:
+    for table, df in parsed.tables.items():
+        if df.height == 0:
+            continue
+        df = df.with_columns(source=pl.lit(source), file_id=pl.lit(file_id))
+        store.write(table, df, name=name)
+        report.rows[table] = report.rows.get(table, 0) + df.height
+    for k, v in parsed.unknown_keys.items():
+        report.unknown_keys[k] = report.unknown_keys.get(k, 0) + v
+
+
+def _drop_tail_files(store: Store, file_id: str) -> None:
+    for table in [*LINE_TABLES, "config"]:
+        for f in store.files_of(table):
+            if f.name.startswith(f"{file_id}-") and f.name.endswith("-tail.parquet"):
+                f.unlink()
+
+
+def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | None = None) -> FileReport:
+    source = str(path.resolve())
+    report = FileReport(source=source)
+    try:
+        size = logical_size(path)
+    except OSError as e:
+        raise IngestError(f"{path}: cannot read ({e.strerror or e})") from e
+    prev, file_id = _lineage(store, path, size)
+    report.file_id = file_id
+    if prev is not None and prev["source"] != source:
+        report.note = f"same content as {prev['source']} (rows keep that name)"
+        source = prev["source"]
+    if prev is not None and size == prev["bytes_read"]:
+        report.status = "unchanged"
+        return report
+    if prev is None:
+        start, line_no, seq, lines_before, blanks_before = 0, 1, 1, 0, 0
+        report.status = "new" if size else "empty"
+    else:
+        _drop_tail_files(store, file_id)
+        start, line_no, seq = prev["resume_at"], prev["resume_line"], prev["seq"] + 1
+        lines_before = prev["resume_line"] - 1
+        # blank lines among the re-read tail are counted again below
+        blanks_before = prev["blank_lines"] - (prev["tail_blank_lines"] or 0)
+        report.status = "grown"
+    parser = LineParser()
+    total_blank = 0
+    last_chunk = None
+    for chunk in iter_chunks(path, start):
+        if not chunk.complete:
+            last_chunk = chunk
+            break
+        frame = lines_frame(chunk.data, line_no, chunk.start)
+        line_no += frame.height
+        parsed = parser.feed(frame)
+        total_blank += parsed.blank_lines
+        _write(store, parsed, source, file_id, f"{file_id}-{frame.item(0, 'line_no'):012d}", report)
+        if on_progress:
+            on_progress(len(chunk.data))
+    pend = parser.pending_start
+    if pend is not None:
+        resume_line, resume_at = pend
+    elif last_chunk is not None:
+        resume_line, resume_at = line_no, last_chunk.start
+    else:
+        resume_line, resume_at = line_no, size
+    tail = lines_frame(last_chunk.data, line_no, last_chunk.start) if last_chunk else lines_frame(b"", line_no, size)
+    line_no += tail.height
+    parsed = parser.feed(tail, final=True)
+    total_blank += parsed.blank_lines
+    tail_blanks = parsed.blank_lines
+    _write(store, parsed, source, file_id, f"{file_id}-{resume_line:012d}-tail", report)
+    if on_progress and last_chunk:
+        on_progress(len(last_chunk.data))
+    report.lines = line_no - 1 - lines_before
+    report.blank_lines = total_blank
+    report.bytes = size - start
+    head_len = min(size, HEAD_BYTES)
+    lo = max(0, size - TAIL_BYTES)
+    known = dict(json.loads(prev["unknown_keys"] or "{}")) if prev else {}
+    for k, v in report.unknown_keys.items():
+        known[k] = known.get(k, 0) + v
+    row = {
+        "source": source,
+        "file_id": file_id,
+        "seq": seq,
+        "size_bytes": size,
+        "bytes_read": size,
+        "lines": line_no - 1,
+        "blank_lines": blanks_before + total_blank,
+        "head_len": head_len,
+        "head_sha1": sha1(read_range(path, 0, head_len)),
+        "tail_sha1": sha1(read_range(path, lo, size - lo)),
+        "resume_at": resume_at,
+        "resume_line": resume_line,
+        "compressed": is_gzip(path),
+        "mtime": datetime.fromtimestamp(path.stat().st_mtime),
+        "ingested_at": datetime.now(),
+        "unknown_keys": json.dumps(known),
+        "tail_blank_lines": tail_blanks,
+    }
+    store.write("files", pl.DataFrame([row]), name=f"{file_id}-read{seq:06d}")
+    return report
+
+
+def ingest_paths(paths: list[str | Path], store: Store, on_progress: Callable[[int], None] | None = None) -> list[FileReport]:
+    store.path.mkdir(parents=True, exist_ok=True)
+    store.clean_tmp()
+    return [ingest_file(p, store, on_progress) for p in expand_paths(paths, exclude=store.path)]

@@ -1,0 +1,190 @@
+"""`Decode batch` / `Prefill batch` lines of every SGLang release, by one key/value grammar.
+
+How it stays fast *and* tolerant: a batch line is a header, then `key: value` pairs joined by
+`, `.  Each line's *shape* (its key sequence plus the header's punctuation) is computed with
+one vectorized regex replace; a log holds a handful of shapes.  For each shape a plan is
+built once in Python (which key sits in which slot, what column and type it maps to, which
+release range the shape belongs to), and all lines of that shape are cut with one
+`split_exact` and typed with casts.  No regex per field, no loop per line; a key never seen
+before is kept in `extra` and reported, never dropped.
+
+Legacy forms are normalised into the same grammar first: v0.1 `new fill batch. #seq: 1. …`
+uses `. ` separators; v0.4.9's hybrid pool prints `#token: full=N, swa=M, token usage:
+full=F, swa=G` (embedded `, `), which becomes the later `#full token: N, #swa token: M, …`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from loglens.schema import DECODE, DT, PREFILL
+from .keys import column_name, graph_device
+from .variants import decode_variant, prefill_variant
+
+_SWA_PAIR = (
+    r"#token: full=(\d+), swa=(\d+), token usage: full=([\d.]+), swa=([\d.]+)",
+    "#full token: $1, #swa token: $2, full token usage: $3, swa token usage: $4",
+)
+_SWA_USAGE_ONLY = (r"token usage: full=([\d.]+), swa=([\d.]+)", "full token usage: $1, swa token usage: $2")
+
+#: which keys a row cannot do without; a line missing them is a reject
+REQUIRED = {"decode": ["running_req"], "prefill": ["new_seq", "new_token"]}
+
+
+@dataclass
+class Plan:
+    """How to cut and type every line of one shape."""
+
+    ok: bool
+    reason: str = ""
+    keys: list[str] = field(default_factory=list)
+    columns: list[str | None] = field(default_factory=list)  # None → extra
+    variant: str | None = None
+    unknown: list[str] = field(default_factory=list)
+
+
+def _header(table: str) -> tuple[pl.Expr, pl.Expr, pl.Expr, pl.Expr]:
+    """(iter, header punctuation, mixed running-req, body) from `msg`."""
+    msg = pl.col("msg")
+    if table == "decode":
+        rx = r"^(?:Decode batch(?: \[(\d+)\])?([.,])? ?)?(.*)$"
+        g = msg.str.extract_groups(rx)
+        return g.struct.field("1"), g.struct.field("2"), pl.lit(None, pl.String), g.struct.field("3")
+    rx = r"^(?:new fill batch|Prefill? batch)(?:\(mixed #running-req: (\d+)\))?(?: \[(\d+)\])?([.,])? ?(.*)$"
+    g = msg.str.extract_groups(rx)
+    return g.struct.field("2"), g.struct.field("3"), g.struct.field("1"), g.struct.field("4")
+
+
+def _plan(table: str, shape: str) -> Plan:
+    """Shape = `<sep>|<trail>|<key>:, <key>:, ...` → a Plan (or a reason to reject)."""
+    sep, trail, sig = shape.split("|", 2)
+    schema = DECODE if table == "decode" else PREFILL
+    if sig == "":
+        return Plan(False, "no key: value fields (truncated?)")
+    pieces = sig.split(", ")
+    keys, columns, unknown = [], [], []
+    for p in pieces:
+        if not p.endswith(":") or p == ":":
+            frag = p[:40]
+            return Plan(False, f"unparseable fragment {frag!r} (truncated or damaged line)")
+        key = p[:-1]
+        dev = graph_device(key)
+        col = "cuda_graph" if dev else column_name(key)
+        if col in ("ts", "source", "line_no", "file_id", "variant", "extra", "graph_device"):
+            col = None
+        if col is not None and col not in schema:
+            col = None
+        if col is None:
+            unknown.append(key)
+        if col is not None and col in columns:
+            return Plan(False, f"key {key!r} appears twice")
+        keys.append(key)
+        columns.append(col)
+    missing = [c for c in REQUIRED[table] if c not in columns]
+    if missing:
+        return Plan(False, f"missing required field(s): {', '.join(missing)}")
+    var = (decode_variant if table == "decode" else prefill_variant)(sep, trail, keys)
+    return Plan(True, keys=keys, columns=columns, variant=var, unknown=unknown)
+
+
+def _typed(value: pl.Expr, col: str, schema: dict) -> pl.Expr:
+    dtype = schema[col]
+    if dtype == pl.Boolean:
+        return pl.when(value == "True").then(True).when(value == "False").then(False).otherwise(None)
+    if dtype == DT:
+        return value.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False).cast(DT)
+    if dtype in (pl.Int64, pl.Int32):
+        return value.cast(pl.Int64, strict=False)
+    if dtype == pl.Float64:
+        return value.str.strip_suffix("%").cast(pl.Float64, strict=False)
+    return value
+
+
+def _extra_json(values: list[tuple[str, pl.Expr]]) -> pl.Expr:
+    """A JSON object `{"key": "value", ...}` built by concatenation (keys known per shape)."""
+    parts: list[pl.Expr] = [pl.lit("{")]
+    for i, (key, v) in enumerate(values):
+        esc = v.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+        parts += [pl.lit(("" if i == 0 else ", ") + json.dumps(column_name(key)) + ': "'), esc, pl.lit('"')]
+    parts.append(pl.lit("}"))
+    return pl.concat_str(parts)
+
+
+def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Rows of one family (`line_no`, `line`, `msg`, prefix columns) → (typed rows, rejects, unknown keys).
+
+    Rejects carry `line_no`, `raw`, `reason`."""
+    schema = DECODE if table == "decode" else PREFILL
+    it, sep, mixed_rr, body = _header(table)
+    df = df.with_columns(_iter=it, _sep=sep, _mixed=mixed_rr, _body=body)
+    # normalise legacy grammars into `key: value, key: value`
+    b = pl.col("_body").str.strip_chars_end(" ")
+    df = df.with_columns(_trail=b.str.ends_with(","), _body=b.str.strip_suffix(","))
+    if table == "prefill":
+        legacy = pl.col("msg").str.starts_with("new fill batch")
+        df = df.with_columns(
+            _body=pl.when(legacy)
+            .then(pl.col("_body").str.replace_all(r"\. (#|tree_)", ", $1").str.strip_suffix("."))
+            .otherwise(pl.col("_body"))
+        )
+    if df.select(pl.col("_body").str.contains("=", literal=True).any()).item():
+        df = df.with_columns(_body=pl.col("_body").str.replace(*_SWA_PAIR).str.replace(*_SWA_USAGE_ONLY))
+    shape = pl.concat_str(
+        [
+            pl.col("_sep").fill_null(""),
+            pl.lit("|"),
+            pl.when(pl.col("_trail")).then(pl.lit("t")).otherwise(pl.lit("")),
+            pl.lit("|"),
+            pl.col("_body").str.replace_all(r": [^,]*", ":"),
+        ]
+    )
+    df = df.with_columns(_shape=shape)
+    shapes = df.get_column("_shape").unique().to_list()
+    rows, rejects, unknown = [], [], {}
+    for sh in shapes:
+        plan = _plan(table, sh)
+        part = df.filter(pl.col("_shape") == sh)
+        if not plan.ok:
+            rejects.append(part.select("line_no", pl.col("line").alias("raw"), pl.lit(plan.reason).alias("reason")))
+            continue
+        n = len(plan.keys)
+        fields = pl.col("_body").str.split_exact(", ", n - 1)
+        values = [fields.struct.field(f"field_{i}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)]
+        typed, checks, extras = [], [], []
+        for k, col, v in zip(plan.keys, plan.columns, values):
+            if col is None:
+                extras.append((k, v))
+                continue
+            t = _typed(v, col, schema).alias(col)
+            typed.append(t)
+            checks.append(pl.when(t.is_null() & v.is_not_null()).then(pl.lit(f"bad value for {k!r}")))
+            if col == "cuda_graph":
+                typed.append(pl.lit(graph_device(k)).alias("graph_device"))
+        out = part.with_columns(typed)
+        if extras:
+            out = out.with_columns(extra=_extra_json(extras))
+            for k in plan.unknown:
+                unknown[k] = unknown.get(k, 0) + out.height
+        out = out.with_columns(_bad=pl.coalesce(checks) if checks else pl.lit(None, pl.String))
+        bad = out.filter(pl.col("_bad").is_not_null())
+        if bad.height:
+            rejects.append(bad.select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason")))
+            out = out.filter(pl.col("_bad").is_null())
+        extra_cols = {"variant": pl.lit(plan.variant), "iter": pl.col("_iter").cast(pl.Int64)}
+        if table == "prefill":
+            extra_cols["mixed"] = pl.col("_mixed").is_not_null()
+            if "running_req" not in plan.columns:
+                extra_cols["running_req"] = pl.col("_mixed").cast(pl.Int64)
+        rows.append(out.with_columns(**extra_cols))
+    good = pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame()
+    bad = (
+        pl.concat(rejects, how="vertical_relaxed")
+        if rejects
+        else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
+    )
+    if good.height:
+        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx"], strict=False)
+    return good, bad, unknown

@@ -1,0 +1,194 @@
+"""One parser for batch ingest and live mode: line batches in, typed table rows out.
+
+`LineParser.feed(lines)` takes a frame of complete physical lines (`line_no`, `line`) and
+returns rows for every table.  Every line lands in exactly one place: a decode, prefill, http
+or events row, a reject, or the blank-line count.  A traceback's continuation lines (no
+`[…]` prefix) are folded into the event that started it (`line_no`…`line_end`); since such a
+record may continue in the next batch, the last event record of a batch is held back until
+more lines (or `final=True`) arrive — which is what makes the result independent of how the
+input is cut into batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .access import LOOKS_LIKE as ACCESS_LIKE
+from .access import parse_access
+from .batch_lines import parse_batch_lines
+from .events import event_numbers, kind_expr
+from .prefix import prefix_columns, split_prefix, strip_ansi
+from .server_args import parse_server_args
+
+# a continuation line of a Python traceback (it has no `[...]` prefix of its own)
+_CONTINUATION = (
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b|[\w.]+: )"
+)
+# another log line's prefix glued onto this one (a lost newline in a paste)
+_GLUED = r".\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] "
+_LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String}
+
+
+@dataclass
+class Parsed:
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    blank_lines: int = 0
+    lines: int = 0  # physical lines consumed (rows + blanks; held-back lines not included)
+    unknown_keys: dict[str, int] = field(default_factory=dict)
+
+
+def _family(df: pl.DataFrame) -> pl.DataFrame:
+    msg, line = pl.col("msg"), pl.col("line")
+    fam = (
+        pl.when(line.str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(msg.str.starts_with("Decode batch") | (pl.col("pfx").is_null() & line.str.starts_with("#running-req:")))
+        .then(pl.lit("decode"))
+        .when(msg.str.starts_with("Prefill batch") | msg.str.starts_with("Prefil batch") | msg.str.starts_with("new fill batch"))
+        .then(pl.lit("prefill"))
+        .when(msg.str.contains(ACCESS_LIKE))
+        .then(pl.lit("http"))
+        .otherwise(pl.lit("event"))
+    )
+    df = df.with_columns(family=fam)
+    glued = line.str.contains(_GLUED)
+    if df.select(glued.any()).item():
+        df = df.with_columns(
+            family=pl.when(glued & pl.col("family").is_in(["decode", "prefill", "http"])).then(pl.lit("glued")).otherwise(pl.col("family"))
+        )
+    return df
+
+
+def _records(ev: pl.DataFrame) -> pl.DataFrame:
+    """Group event lines into records: a traceback's continuation lines join their head line."""
+    cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
+    ev = ev.with_columns(_cand=cont, kind=kind_expr(pl.col("msg")))
+    start = ~pl.col("_cand")
+    ev = ev.with_columns(_rec=start.cum_sum())
+    head_kind = pl.col("kind").first().over("_rec")
+    # continuation-like lines only continue a record whose head is an error/traceback
+    ok = head_kind.is_in(["error", "traceback"]) | (pl.col("_cand").first().over("_rec"))
+    ev = ev.with_columns(_start=start | ~ok)
+    return ev.with_columns(_rec=pl.col("_start").cum_sum())
+
+
+class LineParser:
+    """Stateful only in the held-back tail record; everything else is a pure function of lines."""
+
+    def __init__(self) -> None:
+        self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
+
+    def feed(self, lines: pl.DataFrame, final: bool = False) -> Parsed:
+        if "byte_off" not in lines.columns:
+            lines = lines.with_columns(byte_off=pl.lit(None, pl.Int64))
+        df = pl.concat([self.pending, lines.select(list(_LINES_SCHEMA)).cast(_LINES_SCHEMA)], how="vertical")
+        self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
+        out = Parsed()
+        if df.height == 0:
+            return out
+        df = strip_ansi(df)
+        df = split_prefix(df)
+        df = _family(df)
+        # record structure over all lines, so blanks and other families end a traceback
+        cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
+        df = df.with_columns(_cont=cont)
+        if not final:
+            df = self._hold_back(df)
+        if df.height == 0:
+            return out
+        df = prefix_columns(df)
+        fam = pl.col("family")
+        out.blank_lines = df.select((fam == "blank").sum()).item()
+        out.lines = df.height
+        rejects = []
+        for table in ("decode", "prefill"):
+            part = df.filter(fam == table)
+            if part.height:
+                good, bad, unknown = parse_batch_lines(part, table)
+                out.tables[table] = good
+                rejects.append(bad.with_columns(family=pl.lit(table)))
+                for k, v in unknown.items():
+                    out.unknown_keys[k] = out.unknown_keys.get(k, 0) + v
+        part = df.filter(fam == "http")
+        if part.height:
+            good, bad = parse_access(part)
+            out.tables["http"] = good
+            rejects.append(bad.with_columns(family=pl.lit("http")))
+        glued = df.filter(fam == "glued")
+        if glued.height:
+            rejects.append(
+                glued.select("line_no", pl.col("line").alias("raw"), pl.lit("two log lines glued together (lost newline)").alias("reason"), family=pl.lit("glued"))
+            )
+        out.tables["events"] = self._events(df.filter((fam == "event") | (fam == "blank")))
+        rej = [r for r in rejects if r.height]
+        if rej:
+            ts = df.select("line_no", "ts")
+            out.tables["rejects"] = pl.concat(rej, how="vertical_relaxed").join(ts, on="line_no", how="left")
+        cfg = self._config(out.tables["events"])
+        if cfg is not None:
+            out.tables["config"] = cfg
+        return out
+
+    @property
+    def pending_start(self) -> tuple[int, int] | None:
+        """(line_no, byte offset) of the first held-back line, if any."""
+        if self.pending.height == 0:
+            return None
+        return self.pending.item(0, "line_no"), self.pending.item(0, "byte_off")
+
+    def _hold_back(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Keep the trailing event record (it may continue) for the next feed."""
+        fam = df.get_column("family")
+        n = df.height
+        i = n - 1
+        cont = df.get_column("_cont")
+        while i >= 0 and fam[i] == "event" and cont[i]:
+            i -= 1
+        if i >= 0 and fam[i] == "event":
+            self.pending = df.slice(i).select(list(_LINES_SCHEMA))
+            return df.slice(0, i)
+        if i < n - 1:  # only continuation-like lines at the end, after a non-event: keep them too
+            self.pending = df.slice(i + 1).select(list(_LINES_SCHEMA))
+            return df.slice(0, i + 1)
+        return df
+
+    def _events(self, ev: pl.DataFrame) -> pl.DataFrame:
+        if ev.height == 0:
+            return pl.DataFrame()
+        ev = _records(ev.with_columns(family=pl.col("family")))
+        ev = ev.filter(pl.col("family") == "event")
+        ev = ev.with_columns(_multi=pl.len().over("_rec") > 1)
+        single = ev.filter(~pl.col("_multi")).with_columns(line_end=pl.col("line_no"), message=pl.col("msg"))
+        parts = [single]
+        multi = ev.filter(pl.col("_multi")).sort("line_no")
+        if multi.height:
+            first = pl.col("line_no") == pl.col("line_no").min().over("_rec")
+            text = pl.when(first).then(pl.col("msg")).otherwise(pl.col("line"))
+            agg = multi.with_columns(_text=text).group_by("_rec").agg(
+                pl.all().exclude("_text").first(),
+                line_end=pl.col("line_no").max(),
+                message=pl.col("_text").str.join("\n"),
+            )
+            parts.append(agg)
+        out = pl.concat(parts, how="diagonal_relaxed").sort("line_no")
+        # a record that starts with a bare continuation line (after a blank, say) is traceback text
+        out = out.with_columns(kind=pl.when((pl.col("kind") == "other") & pl.col("_cand")).then(pl.lit("traceback")).otherwise(pl.col("kind")))
+        out = event_numbers(out)
+        return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "pfx", "family"], strict=False)
+
+    @staticmethod
+    def _config(events: pl.DataFrame) -> pl.DataFrame | None:
+        if events.height == 0:
+            return None
+        sa = events.filter(pl.col("kind") == "server_args")
+        if sa.height == 0:
+            return None
+        rows = []
+        for line_no, ts, message in sa.select("line_no", "ts", "message").iter_rows():
+            row = parse_server_args(message)
+            if row:
+                rows.append({"line_no": line_no, "ts": ts, **row})
+        return pl.DataFrame(rows, infer_schema_length=None) if rows else None
