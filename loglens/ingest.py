@@ -104,14 +104,37 @@ def _write(store: Store, parsed: Parsed, source: str, file_id: str, name: str, r
         report.unknown_keys[k] = report.unknown_keys.get(k, 0) + v
 
 
-def _drop_tail_files(store: Store, file_id: str) -> None:
+def _first_line_of(name: str, file_id: str) -> int | None:
+    """`<file_id>-<first_line>[-...].parquet` → first_line."""
+    rest = name[len(file_id) + 1 :]
+    digits = rest.split("-", 1)[0].split(".", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
+    """Remove every data file of `file_id` that starts at or after `line_no`.
+
+    Data files are named by their first line, and rows of one file never reach past the next
+    file's first line, so this removes exactly what an unfinished or superseded read wrote
+    (its held-back tail, an unterminated last line, or whatever a killed run left behind)."""
     for table in [*LINE_TABLES, "config"]:
         for f in store.files_of(table):
-            if f.name.startswith(f"{file_id}-") and f.name.endswith("-tail.parquet"):
-                f.unlink()
+            if f.name.startswith(f"{file_id}-"):
+                first = _first_line_of(f.name, file_id)
+                if first is not None and first >= line_no:
+                    f.unlink(missing_ok=True)
 
 
-def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | None = None) -> FileReport:
+def ingest_file(
+    path: Path,
+    store: Store,
+    on_progress: Callable[[int], None] | None = None,
+    partial_lines: bool = True,
+) -> FileReport:
+    """Read what is new in `path` into `store`.  The `files` row written last is the commit
+    point: a run killed before it leaves files that the next run removes and writes again.
+
+    `partial_lines=False` (live mode) leaves an unterminated last line for a later read."""
     source = str(path.resolve())
     report = FileReport(source=source)
     try:
@@ -129,8 +152,9 @@ def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | N
     if prev is None:
         start, line_no, seq, lines_before, blanks_before = 0, 1, 1, 0, 0
         report.status = "new" if size else "empty"
+        drop_rows_from(store, file_id, 1)  # leftovers of a run killed before its first commit
     else:
-        _drop_tail_files(store, file_id)
+        drop_rows_from(store, file_id, prev["resume_line"])
         start, line_no, seq = prev["resume_at"], prev["resume_line"], prev["seq"] + 1
         lines_before = prev["resume_line"] - 1
         # blank lines among the re-read tail are counted again below
@@ -139,15 +163,20 @@ def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | N
     parser = LineParser()
     total_blank = 0
     last_chunk = None
+    consumed = start
     for chunk in iter_chunks(path, start):
         if not chunk.complete:
-            last_chunk = chunk
+            if partial_lines:
+                last_chunk = chunk
             break
         frame = lines_frame(chunk.data, line_no, chunk.start)
         line_no += frame.height
+        consumed += len(chunk.data)
+        held = parser.pending_start
+        first = held[0] if held else frame.item(0, "line_no")  # files are named by their first row
         parsed = parser.feed(frame)
         total_blank += parsed.blank_lines
-        _write(store, parsed, source, file_id, f"{file_id}-{frame.item(0, 'line_no'):012d}", report)
+        _write(store, parsed, source, file_id, f"{file_id}-{first:012d}", report)
         if on_progress:
             on_progress(len(chunk.data))
     pend = parser.pending_start
@@ -156,9 +185,10 @@ def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | N
     elif last_chunk is not None:
         resume_line, resume_at = line_no, last_chunk.start
     else:
-        resume_line, resume_at = line_no, size
+        resume_line, resume_at = line_no, consumed
     tail = lines_frame(last_chunk.data, line_no, last_chunk.start) if last_chunk else lines_frame(b"", line_no, size)
     line_no += tail.height
+    consumed += len(last_chunk.data) if last_chunk else 0
     parsed = parser.feed(tail, final=True)
     total_blank += parsed.blank_lines
     tail_blanks = parsed.blank_lines
@@ -167,9 +197,9 @@ def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | N
         on_progress(len(last_chunk.data))
     report.lines = line_no - 1 - lines_before
     report.blank_lines = total_blank
-    report.bytes = size - start
-    head_len = min(size, HEAD_BYTES)
-    lo = max(0, size - TAIL_BYTES)
+    report.bytes = consumed - start
+    head_len = min(consumed, HEAD_BYTES)
+    lo = max(0, consumed - TAIL_BYTES)
     known = dict(json.loads(prev["unknown_keys"] or "{}")) if prev else {}
     for k, v in report.unknown_keys.items():
         known[k] = known.get(k, 0) + v
@@ -178,12 +208,12 @@ def ingest_file(path: Path, store: Store, on_progress: Callable[[int], None] | N
         "file_id": file_id,
         "seq": seq,
         "size_bytes": size,
-        "bytes_read": size,
+        "bytes_read": consumed,
         "lines": line_no - 1,
         "blank_lines": blanks_before + total_blank,
         "head_len": head_len,
         "head_sha1": sha1(read_range(path, 0, head_len)),
-        "tail_sha1": sha1(read_range(path, lo, size - lo)),
+        "tail_sha1": sha1(read_range(path, lo, consumed - lo)),
         "resume_at": resume_at,
         "resume_line": resume_line,
         "compressed": is_gzip(path),
