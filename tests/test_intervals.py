@@ -1,0 +1,135 @@
+"""decode_intervals on hand-made Decode rows whose true window lengths are known."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+
+from loglens.intervals import decode_intervals
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0, 300_000)
+
+
+def make_stream(batch_sizes, *, idle_at=(), idle_s=10.0, ms=False, dp=None, tp=None, line0=1,
+                line_step=1, drift=None, step_ms=(30.0, 0.5), interval=40):
+    """Decode rows of one stream plus the true interval of each line.
+
+    The batch inside a window may change: `drift[i]` is the mean batch minus the printed one
+    (requests finishing inside the window make the printed batch smaller than the mean)."""
+    rows, truth, t = [], [], 0.0
+    for i, bs in enumerate(batch_sizes):
+        mean_bs = bs + (drift[i] if drift else 0.0)
+        step = (step_ms[0] + step_ms[1] * mean_bs) / 1000
+        iv = interval * step + (idle_s if i in idle_at else 0.0)
+        t += iv
+        gen = interval * mean_bs / iv
+        true = T0 + dt.timedelta(seconds=t)
+        ts = true.replace(microsecond=(true.microsecond // 1000) * 1000 if ms else 0)
+        rows.append(dict(file_id="f", source="x.log", line_no=line0 + i * line_step, ts=ts,
+                         running_req=bs, gen_throughput=round(gen, 2), dp_rank=dp, tp_rank=tp,
+                         cuda_graph=True, queue_req=0, token_usage=0.1))
+        truth.append((iv, gen * iv))
+    return rows, truth
+
+
+def frame(rows):
+    return pl.DataFrame(rows, schema_overrides={"dp_rank": pl.Int32, "tp_rank": pl.Int32})
+
+
+def test_steady_stream_intervals_match_the_truth():
+    rows, truth = make_stream([20] * 30)
+    out = decode_intervals(frame(rows))
+    assert out.height == 30
+    iv = out["interval_s"].to_numpy()[1:]
+    np.testing.assert_allclose(iv, [t[0] for t in truth[1:]], rtol=1e-3)
+    np.testing.assert_allclose(out["tokens"].to_numpy()[1:], 800, rtol=1e-3)
+    assert out["not_sample_reason"][0] == "first_line"
+    assert out["is_sample"][1:].all()
+    assert out["stream"].unique().to_list() == ["main"]
+
+
+def test_model_drift_is_corrected_by_the_timestamps():
+    # drain: requests finish inside each window, so 40 x printed batch undercounts by 30 %
+    sizes = list(range(40, 10, -1))
+    rows, truth = make_stream(sizes, drift=[0.3 * b for b in sizes])
+    out = decode_intervals(frame(rows))
+    true_total = sum(t[0] for t in truth[1:])
+    model_total = out["model_interval_s"][1:].sum()
+    got_total = out["interval_s"][1:].sum()
+    assert abs(model_total - true_total) > 5  # the model alone is far off ...
+    assert abs(got_total - true_total) < 2.0  # ... the brackets keep the sum within 2 s
+    tokens_true = sum(t[1] for t in truth[1:])
+    assert out["tokens"][1:].sum() == pytest.approx(tokens_true, rel=0.03)
+
+
+def test_idle_gap_line_is_not_a_sample_and_busy_time_excludes_the_gap():
+    rows, truth = make_stream([20] * 20, idle_at={10})
+    out = decode_intervals(frame(rows))
+    row = out.row(10, named=True)
+    assert row["not_sample_reason"] == "idle_gap"
+    assert row["interval_s"] == pytest.approx(truth[10][0], abs=1.0)
+    assert row["busy_s"] == pytest.approx(truth[9][0], rel=0.05)
+    assert out.filter(pl.col("not_sample_reason").is_not_null()).height == 2
+
+
+def test_millisecond_timestamps_use_the_clock():
+    sizes = [5, 30, 8, 40, 12, 25, 3, 33] * 3
+    rows, truth = make_stream(sizes, ms=True, drift=[b * 0.5 for b in sizes])
+    out = decode_intervals(frame(rows))
+    np.testing.assert_allclose(out["interval_s"].to_numpy()[1:], [t[0] for t in truth[1:]], atol=0.0015)
+
+
+def test_dp_streams_are_separate_and_tp_duplicates_dropped():
+    a, _ = make_stream([10] * 5, dp=0, tp=0, line0=1, line_step=4)
+    a_dup, _ = make_stream([10] * 5, dp=0, tp=1, line0=2, line_step=4)
+    b, _ = make_stream([20] * 5, dp=1, tp=2, line0=3, line_step=4)
+    b_dup, _ = make_stream([20] * 5, dp=1, tp=3, line0=4, line_step=4)
+    out = decode_intervals(frame(a + a_dup + b + b_dup))
+    assert out.height == 10
+    assert sorted(out["stream"].unique().to_list()) == ["DP0", "DP1"]
+    assert out.filter(pl.col("stream") == "DP0")["line_no"].to_list() == [1, 5, 9, 13, 17]
+    assert out.filter(pl.col("stream") == "DP1")["line_no"].to_list() == [3, 7, 11, 15, 19]
+
+
+def test_startup_and_flush_events_end_samples():
+    rows, _ = make_stream([20] * 10, line_step=10)
+    events = pl.DataFrame({"file_id": ["f", "f"], "line_no": [35, 75],
+                           "kind": ["cache_flush", "server_args"],
+                           "message": ["Cache flushed successfully!", "server_args=ServerArgs()"]})
+    out = decode_intervals(frame(rows), events=events)
+    reasons = dict(zip(out["line_no"], out["not_sample_reason"]))
+    assert reasons[1] == "first_line"
+    assert reasons[41] == "after_flush"
+    assert reasons[81] == "after_startup"
+    assert sum(r is not None for r in reasons.values()) == 3
+
+
+def test_speculative_accept_len_scales_the_model():
+    rows, truth = make_stream([16] * 12)
+    for r in rows:  # every request emits 2.5 tokens per verify step
+        r["accept_len"] = 2.5
+        r["gen_throughput"] = round(r["gen_throughput"] * 2.5, 2)
+    out = decode_intervals(frame(rows))
+    np.testing.assert_allclose(out["model_interval_s"].to_numpy()[1:], [t[0] for t in truth[1:]], rtol=1e-3)
+
+
+def test_implausible_and_empty_inputs():
+    rows, _ = make_stream([20] * 6)
+    rows[3]["gen_throughput"] = 0.0
+    out = decode_intervals(frame(rows))
+    assert out["not_sample_reason"][3] == "implausible"
+    assert decode_intervals(frame(rows).head(0)).height == 0
+    assert "interval_s" in decode_intervals(frame(rows).head(0)).columns
+
+
+def test_custom_log_interval_and_missing_timestamps():
+    rows, truth = make_stream([20] * 6, interval=10)
+    out = decode_intervals(frame(rows), decode_log_interval=10)
+    np.testing.assert_allclose(out["interval_s"].to_numpy()[1:], [t[0] for t in truth[1:]], rtol=1e-3)
+    no_ts = frame(rows).with_columns(ts=pl.lit(None, pl.Datetime("us")))
+    out = decode_intervals(no_ts, decode_log_interval=10)
+    assert out["window_start"].null_count() == 6
+    np.testing.assert_allclose(out["interval_s"].to_numpy()[1:], [t[0] for t in truth[1:]], rtol=1e-3)
