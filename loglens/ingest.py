@@ -75,8 +75,10 @@ def _lineage(store: Store, path: Path, size: int) -> tuple[dict | None, str]:
     cache: dict[int, str] = {head_len_now: head_now}
     for row in latest.sort("ingested_at", descending=True).iter_rows(named=True):
         hl = row["head_len"]
-        if size < row["bytes_read"] or hl > size:
+        if size < row["bytes_read"] or hl > size or row["bytes_read"] == 0:
             continue
+        if row["source"] != str(path.resolve()) and hl < HEAD_BYTES:
+            continue  # under another name only a full 64 KiB head is identity enough
         if hl not in cache:
             cache[hl] = sha1(read_range(path, 0, hl))
         if cache[hl] != row["head_sha1"]:

@@ -63,22 +63,24 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _records(ev: pl.DataFrame) -> pl.DataFrame:
-    """Group event lines into records: a traceback's continuation lines join their head line."""
-    cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
-    ev = ev.with_columns(_cand=cont, kind=kind_expr(pl.col("msg")))
-    start = ~pl.col("_cand")
-    ev = ev.with_columns(_rec=start.cum_sum())
+    """Event lines with `_rec` (computed over all lines) → records: a traceback's continuation
+    lines join their head line only if the head is an error (or itself traceback text)."""
+    ev = ev.with_columns(_cand=pl.col("_cont"), kind=kind_expr(pl.col("msg")))
     head_kind = pl.col("kind").first().over("_rec")
-    # continuation-like lines only continue a record whose head is an error/traceback
-    ok = head_kind.is_in(["error", "traceback"]) | (pl.col("_cand").first().over("_rec"))
-    ev = ev.with_columns(_start=start | ~ok)
-    return ev.with_columns(_rec=pl.col("_start").cum_sum())
+    ok = head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec")
+    start = (~pl.col("_cand")) | ~ok
+    # renumber: a continuation-like line under a non-error head becomes its own record
+    return ev.with_columns(_rec=pl.col("_rec") * 1_000_000 + start.cast(pl.Int64).cum_sum().over("_rec"))
 
 
 class LineParser:
     """Stateful only in the held-back tail record; everything else is a pure function of lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: bool = True) -> None:
+        if check:
+            from .registry import verify_samples
+
+            verify_samples()
         self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
 
     def feed(self, lines: pl.DataFrame, final: bool = False) -> Parsed:
@@ -94,7 +96,8 @@ class LineParser:
         df = _family(df)
         # record structure over all lines, so blanks and other families end a traceback
         cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
-        df = df.with_columns(_cont=cont)
+        # a record is a line plus the continuation lines after it; any other line starts one
+        df = df.with_columns(_cont=cont).with_columns(_rec=(~pl.col("_cont")).cum_sum())
         if not final:
             df = self._hold_back(df)
         if df.height == 0:
@@ -140,19 +143,13 @@ class LineParser:
         return self.pending.item(0, "line_no"), self.pending.item(0, "byte_off")
 
     def _hold_back(self, df: pl.DataFrame) -> pl.DataFrame:
-        """Keep the trailing event record (it may continue) for the next feed."""
-        fam = df.get_column("family")
-        n = df.height
-        i = n - 1
-        cont = df.get_column("_cont")
-        while i >= 0 and fam[i] == "event" and cont[i]:
-            i -= 1
-        if i >= 0 and fam[i] == "event":
-            self.pending = df.slice(i).select(list(_LINES_SCHEMA))
-            return df.slice(0, i)
-        if i < n - 1:  # only continuation-like lines at the end, after a non-event: keep them too
-            self.pending = df.slice(i + 1).select(list(_LINES_SCHEMA))
-            return df.slice(0, i + 1)
+        """Keep the trailing record for the next feed if it is an event (it may continue)."""
+        rec = df.get_column("_rec")
+        last = rec[-1]
+        first_idx = df.height - int((rec == last).sum())
+        if df.item(first_idx, "family") == "event":
+            self.pending = df.slice(first_idx).select(list(_LINES_SCHEMA))
+            return df.slice(0, first_idx)
         return df
 
     def _events(self, ev: pl.DataFrame) -> pl.DataFrame:
@@ -177,7 +174,7 @@ class LineParser:
         # a record that starts with a bare continuation line (after a blank, say) is traceback text
         out = out.with_columns(kind=pl.when((pl.col("kind") == "other") & pl.col("_cand")).then(pl.lit("traceback")).otherwise(pl.col("kind")))
         out = event_numbers(out)
-        return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "pfx", "family"], strict=False)
+        return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"], strict=False)
 
     @staticmethod
     def _config(events: pl.DataFrame) -> pl.DataFrame | None:

@@ -1,0 +1,50 @@
+"""Property tests: the parser never raises, accounts for every line, and does not care how
+its input is cut into batches."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from parse_util import covered_lines, parse_bytes, rows_as_records
+
+LINES = [
+    b"[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 27, #token: 5760, token usage: 0.02, cuda graph: False, gen throughput (token/s): 170.24, #queue-req: 0",
+    b"[2025-07-25 08:15:41] Prefill batch. #new-seq: 4, #new-token: 2048, #cached-token: 512, token usage: 0.03, #running-req: 12, #queue-req: 3, ",
+    b'[2026-02-19 00:27:12] INFO:     127.0.0.1:33670 - "POST /generate HTTP/1.1" 200 OK',
+    b"[2025-06-26 02:16:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    b'  File "/x/scheduler.py", line 2620, in run_scheduler_process',
+    b"ValueError: Failed to allocate token prealloc indices",
+    b"",
+    b"During handling of the above exception, another exception occurred:",
+    b"[2026-02-19 01:02:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 1024, #new_token_ratio: 0.7000 -> 0.8500",
+    b"[14:03:27 TP0] Decode batch. #running-req: 8, #token: 2310, token usage: 0.02, gen throughput (token/s): 512.34, #queue-req: 0",
+    b"[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 27, #tok",
+    b"\x1b[32mINFO\x1b[0m:     ::1:5 - \"GET /health HTTP/1.1\" 200 OK",
+    b"random words \xff\xfe here\r",
+]
+
+lines_strategy = st.lists(st.one_of(st.sampled_from(LINES), st.binary(max_size=80).map(lambda b: b.replace(b"\n", b" "))), min_size=1, max_size=40)
+
+
+def _accounted(tables):
+    lines = covered_lines(tables)
+    info = tables["_blank"].row(0, named=True)
+    return len(lines) == len(set(lines)) and len(lines) + info["blank_lines"] == info["lines"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_never_crash_and_every_line_is_accounted(data):
+    tables = parse_bytes(data)
+    assert _accounted(tables)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_strategy, st.lists(st.integers(min_value=1, max_value=39), max_size=6))
+def test_same_rows_however_the_input_is_split(lines, cuts):
+    data = b"\n".join(lines) + b"\n"
+    whole = parse_bytes(data)
+    pieces = parse_bytes(data, splits=cuts)
+    assert rows_as_records(whole) == rows_as_records(pieces)
+    assert _accounted(whole) and _accounted(pieces)
