@@ -33,4 +33,5 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     bad = out.filter(pl.col("status").is_null())
     rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit("access line without a complete request and status (truncated?)").alias("reason"))
     good = out.filter(pl.col("status").is_not_null())
-    return good.drop("_g", "line", "msg", "pfx", "family", "byte_off", strict=False), rejects
+    drop = [c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"]
+    return good.drop(drop, strict=False), rejects
