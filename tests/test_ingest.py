@@ -1,0 +1,137 @@
+"""Ingest: idempotence, growth, rewritten files, .gz, directories, bad input, CLI errors."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import polars as pl
+from typer.testing import CliRunner
+
+from loglens.cli import app
+from loglens.ingest import ingest_paths
+from loglens.store import Store
+from loglens.summary import summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = ROOT / "sample_logs" / "bad"
+D = "[2026-02-19 00:27:{s:02d} TP0] Decode batch, #running-req: 27, #token: 5760, token usage: 0.02, cuda graph: False, gen throughput (token/s): 170.24, #queue-req: 0\n"
+H = '[2026-02-19 00:27:{s:02d}] INFO:     127.0.0.1:33670 - "POST /generate HTTP/1.1" 200 OK\n'
+runner = CliRunner()
+
+
+def counts(store: Store) -> dict[str, int]:
+    return {t: store.read(t).height for t in ("decode", "prefill", "http", "events", "rejects")}
+
+
+def write(p: Path, text: str, mode: str = "w") -> Path:
+    with open(p, mode, encoding="utf-8") as f:
+        f.write(text)
+    return p
+
+
+def test_same_bytes_twice_add_nothing_and_growth_adds_only_new_lines(tmp_path):
+    log = write(tmp_path / "a.log", "".join(D.format(s=i) + H.format(s=i) for i in range(10)))
+    st = Store(tmp_path / "st")
+    ingest_paths([log], st)
+    assert counts(st) == {"decode": 10, "prefill": 0, "http": 10, "events": 0, "rejects": 0}
+    r = ingest_paths([log], st)[0]
+    assert r.status == "unchanged" and counts(st)["decode"] == 10
+    write(log, D.format(s=50) + "[2026-02-19 00:27:51] a traceback follows: Traceback (most recent call last):\n", "a")
+    ingest_paths([log], st)
+    write(log, '  File "x.py", line 1\nValueError: x\n' + H.format(s=52), "a")
+    r = ingest_paths([log], st)[0]
+    assert r.status == "grown"
+    c = counts(st)
+    assert (c["decode"], c["http"], c["events"]) == (11, 11, 1)
+    ev = st.read("events").row(0, named=True)
+    assert (ev["line_no"], ev["line_end"]) == (22, 24)
+    assert st.read("decode").get_column("line_no").is_unique().all()
+    f = summarize(st)["files"][0]
+    assert f["all_lines_accounted"] and f["lines"] == 25
+
+
+def test_partial_last_line_is_kept_then_completed_without_duplicates(tmp_path):
+    log = write(tmp_path / "p.log", D.format(s=1) + D.format(s=2)[:60])
+    st = Store(tmp_path / "st")
+    ingest_paths([log], st)
+    assert counts(st)["decode"] == 1 and counts(st)["rejects"] == 1  # the cut line is not lost
+    write(log, D.format(s=2)[60:], "a")
+    ingest_paths([log], st)
+    c = counts(st)
+    assert c["decode"] == 2 and c["rejects"] == 0
+
+
+def test_other_file_under_the_same_name_is_a_new_lineage(tmp_path):
+    log = write(tmp_path / "a.log", D.format(s=1) * 3)
+    st = Store(tmp_path / "st")
+    first = ingest_paths([log], st)[0]
+    write(log, H.format(s=9) * 2)
+    second = ingest_paths([log], st)[0]
+    assert second.status == "new" and second.file_id != first.file_id
+    assert counts(st)["decode"] == 3 and counts(st)["http"] == 2
+
+
+def test_gzip_and_directories(tmp_path):
+    d = tmp_path / "logs"
+    d.mkdir()
+    write(d / "one.log", D.format(s=1) * 4)
+    with gzip.open(d / "two.log.gz", "wt") as f:
+        f.write(H.format(s=1) * 3)
+    st = Store(tmp_path / "st")
+    ingest_paths([d], st)
+    c = counts(st)
+    assert c["decode"] == 4 and c["http"] == 3
+    assert ingest_paths([d], st)[0].status == "unchanged"
+
+
+def test_bad_inputs_are_rows_or_rejects_never_lost(tmp_path):
+    st = Store(tmp_path / "st")
+    reports = ingest_paths([BAD], st)
+    assert len(reports) == len(list(BAD.glob("*.log")))
+    s = summarize(st)
+    assert all(f["all_lines_accounted"] for f in s["files"])
+    reasons = {r["reason"] for r in s["rejects"]}
+    assert any("truncated" in r for r in reasons) and any("glued" in r for r in reasons)
+    unknown = {k for f in s["files"] for k in f["unknown_keys"]}
+    assert {"new future field", "#brand-new"} <= unknown
+
+
+def test_ten_megabyte_line(tmp_path):
+    log = write(tmp_path / "long.log", D.format(s=1) + "x" * (10 * 1024 * 1024) + "\n" + D.format(s=2))
+    st = Store(tmp_path / "st")
+    ingest_paths([log], st)
+    assert counts(st)["decode"] == 2 and counts(st)["events"] == 1
+
+
+def test_atomic_files_only(tmp_path):
+    log = write(tmp_path / "a.log", D.format(s=1))
+    st = Store(tmp_path / "st")
+    ingest_paths([log], st)
+    assert not list((tmp_path / "st").rglob("*.tmp"))
+    df = pl.scan_parquet(str(tmp_path / "st" / "decode" / "**" / "*.parquet")).collect()
+    assert df.height == 1
+
+
+def test_cli_ingest_summary_and_errors(tmp_path):
+    log = write(tmp_path / "a.log", D.format(s=1) + H.format(s=2))
+    st = str(tmp_path / "st")
+    r = runner.invoke(app, ["ingest", str(log), "--store", st])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["summary", "--store", st, "--json"])
+    assert r.exit_code == 0 and '"all_lines_accounted": true' in r.output
+    r = runner.invoke(app, ["ingest", str(tmp_path / "missing.log"), "--store", st])
+    assert r.exit_code == 1 and "Error:" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["summary", "--store", str(tmp_path / "nothing")])
+    assert r.exit_code == 1 and "Error:" in r.output
+    r = runner.invoke(app, ["ingest", "--no-such-flag", str(log)])
+    assert r.exit_code == 2
+
+
+def test_store_from_environment(tmp_path, monkeypatch):
+    log = write(tmp_path / "a.log", D.format(s=1))
+    monkeypatch.setenv("LOGLENS_STORE", str(tmp_path / "envstore"))
+    r = runner.invoke(app, ["ingest", str(log)])
+    assert r.exit_code == 0
+    assert Store(tmp_path / "envstore").read("decode").height == 1
