@@ -74,7 +74,7 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
         {
             "line_no": pl.int_range(first_line_no, first_line_no + n, eager=True, dtype=pl.Int64),
             "byte_off": pl.Series(byte_off, dtype=pl.Int64),
-            "line": pl.from_arrow(strings).str.strip_suffix("\n").str.strip_suffix("\r"),
+            "line": pl.from_arrow(strings).str.strip_chars_end("\r\n"),
         }
     )
 

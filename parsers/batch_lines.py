@@ -46,16 +46,32 @@ class Plan:
     unknown: list[str] = field(default_factory=list)
 
 
-def _header(table: str) -> tuple[pl.Expr, pl.Expr, pl.Expr, pl.Expr]:
-    """(iter, header punctuation, mixed running-req, body) from `msg`."""
+_FAST = {"decode": ("Decode batch, ", "Decode batch. "), "prefill": ("Prefill batch, ", "Prefill batch. ")}
+
+
+def _header(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Add `_iter`, `_sep`, `_mixed` (mixed-chunk running-req) and `_body` from `msg`.
+
+    The common headers (`Decode batch, ` / `Decode batch. `) are cut by position; only the rare
+    forms (`[n]` counters, legacy and mixed headers) pay for a regex."""
     msg = pl.col("msg")
+    a, b = _FAST[table]
+    fast = msg.str.starts_with(a) | msg.str.starts_with(b)
+    df = df.with_columns(_fast=fast)
+    quick = df.filter(pl.col("_fast")).with_columns(
+        _iter=pl.lit(None, pl.String), _sep=msg.str.slice(len(a) - 2, 1), _mixed=pl.lit(None, pl.String), _body=msg.str.slice(len(a))
+    )
+    rest = df.filter(~pl.col("_fast"))
+    if rest.height == 0:
+        return quick
     if table == "decode":
-        rx = r"^(?:Decode batch(?: \[(\d+)\])?([.,])? ?)?(.*)$"
+        g = msg.str.extract_groups(r"^(?:Decode batch(?: \[(\d+)\])?([.,])? ?)?(.*)$")
+        rest = rest.with_columns(_iter=g.struct.field("1"), _sep=g.struct.field("2"), _mixed=pl.lit(None, pl.String), _body=g.struct.field("3"))
+    else:
+        rx = r"^(?:new fill batch|Prefill? batch)(?:\(mixed #running-req: (\d+)\))?(?: \[(\d+)\])?([.,])? ?(.*)$"
         g = msg.str.extract_groups(rx)
-        return g.struct.field("1"), g.struct.field("2"), pl.lit(None, pl.String), g.struct.field("3")
-    rx = r"^(?:new fill batch|Prefill? batch)(?:\(mixed #running-req: (\d+)\))?(?: \[(\d+)\])?([.,])? ?(.*)$"
-    g = msg.str.extract_groups(rx)
-    return g.struct.field("2"), g.struct.field("3"), g.struct.field("1"), g.struct.field("4")
+        rest = rest.with_columns(_iter=g.struct.field("2"), _sep=g.struct.field("3"), _mixed=g.struct.field("1"), _body=g.struct.field("4"))
+    return pl.concat([quick, rest], how="vertical_relaxed")
 
 
 def _plan(table: str, shape: str) -> Plan:
@@ -118,8 +134,7 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
 
     Rejects carry `line_no`, `raw`, `reason`."""
     schema = DECODE if table == "decode" else PREFILL
-    it, sep, mixed_rr, body = _header(table)
-    df = df.with_columns(_iter=it, _sep=sep, _mixed=mixed_rr, _body=body)
+    df = _header(df, table)
     # normalise legacy grammars into `key: value, key: value`
     b = pl.col("_body").str.strip_chars_end(" ")
     df = df.with_columns(_trail=b.str.ends_with(","), _body=b.str.strip_suffix(","))
