@@ -22,9 +22,16 @@ from pathlib import Path
 import polars as pl
 
 from loglens.parsers.pipeline import LineParser, Parsed
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+from loglens.reader import Chunk
 from loglens.reader import HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, read_range, sha1, is_gzip
 from loglens.schema import LINE_TABLES
 from loglens.store import Store
+
+
+PARSE_THREADS = 2
 
 
 class IngestError(Exception):
@@ -127,6 +134,27 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
                     f.unlink(missing_ok=True)
 
 
+def _parse_segment(segment: list[tuple[Chunk, int]], file_id: str) -> list[tuple[int, Parsed, int]]:
+    """Parse chunks no record spans beyond; returns (first row's line, rows, bytes) per chunk."""
+    parser = LineParser()
+    out = []
+    for i, (chunk, first_no) in enumerate(segment):
+        held = parser.pending_start
+        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=(i == len(segment) - 1))
+        out.append((held[0] if held else first_no, parsed, len(chunk.data)))
+    return out
+
+
+def _write_results(store, results, source, file_id, report, on_progress) -> int:
+    blanks = 0
+    for first, parsed, nbytes in results:
+        _write(store, parsed, source, file_id, f"{file_id}-{first:012d}", report)
+        blanks += parsed.blank_lines
+        if on_progress:
+            on_progress(nbytes)
+    return blanks
+
+
 def ingest_file(
     path: Path,
     store: Store,
@@ -162,41 +190,58 @@ def ingest_file(
         # blank lines among the re-read tail are counted again below
         blanks_before = prev["blank_lines"] - (prev["tail_blank_lines"] or 0)
         report.status = "grown"
-    parser = LineParser()
+    # Segments are runs of chunks that no record spans (cut before a `[`-prefixed line); they
+    # parse independently, two at a time (polars releases the GIL).  The last segment is parsed
+    # here, in order, so its held-back record and an unterminated last line can be resumed.
     total_blank = 0
-    last_chunk = None
     consumed = start
-    for chunk in iter_chunks(path, start):
-        if not chunk.complete:
-            if partial_lines:
-                last_chunk = chunk
-            break
-        frame = lines_frame(chunk.data, line_no, chunk.start)
-        line_no += frame.height
-        consumed += len(chunk.data)
+    partial = None
+    segments: list[list[tuple[Chunk, int]]] = []
+    current: list[tuple[Chunk, int]] = []
+    futures: deque = deque()
+    with ThreadPoolExecutor(max_workers=PARSE_THREADS) as pool:
+        for chunk in iter_chunks(path, start):
+            if not chunk.complete:
+                partial = chunk if partial_lines else None
+                break
+            current.append((chunk, line_no))
+            line_no += chunk.lines
+            consumed += len(chunk.data)
+            if chunk.ends_record:
+                if segments:  # the segment before is not the last: hand it to a worker
+                    futures.append(pool.submit(_parse_segment, segments.pop(), file_id))
+                segments.append(current)
+                current = []
+            while len(futures) > PARSE_THREADS or (futures and futures[0].done()):
+                total_blank += _write_results(store, futures.popleft().result(), source, file_id, report, on_progress)
+        if current:
+            if segments:
+                futures.append(pool.submit(_parse_segment, segments.pop(), file_id))
+            segments.append(current)
+        while futures:
+            total_blank += _write_results(store, futures.popleft().result(), source, file_id, report, on_progress)
+    parser = LineParser()
+    for chunk, first_no in segments[0] if segments else []:
+        frame = lines_frame(chunk.data, first_no, chunk.start)
         held = parser.pending_start
-        first = held[0] if held else frame.item(0, "line_no")  # files are named by their first row
         parsed = parser.feed(frame)
-        total_blank += parsed.blank_lines
-        _write(store, parsed, source, file_id, f"{file_id}-{first:012d}", report)
-        if on_progress:
-            on_progress(len(chunk.data))
+        total_blank += _write_results(store, [(held[0] if held else first_no, parsed, len(chunk.data))], source, file_id, report, on_progress)
     pend = parser.pending_start
     if pend is not None:
         resume_line, resume_at = pend
-    elif last_chunk is not None:
-        resume_line, resume_at = line_no, last_chunk.start
+    elif partial is not None:
+        resume_line, resume_at = line_no, partial.start
     else:
         resume_line, resume_at = line_no, consumed
-    tail = lines_frame(last_chunk.data, line_no, last_chunk.start) if last_chunk else lines_frame(b"", line_no, size)
+    tail = lines_frame(partial.data, line_no, partial.start) if partial else lines_frame(b"", line_no, size)
     line_no += tail.height
-    consumed += len(last_chunk.data) if last_chunk else 0
+    consumed += len(partial.data) if partial else 0
     parsed = parser.feed(tail, final=True)
     total_blank += parsed.blank_lines
     tail_blanks = parsed.blank_lines
     _write(store, parsed, source, file_id, f"{file_id}-{resume_line:012d}-tail", report)
-    if on_progress and last_chunk:
-        on_progress(len(last_chunk.data))
+    if on_progress and partial:
+        on_progress(len(partial.data))
     report.lines = line_no - 1 - lines_before
     report.blank_lines = total_blank
     report.bytes = consumed - start

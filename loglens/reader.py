@@ -95,6 +95,18 @@ class Chunk:
     data: bytes
     start: int  # byte offset of data[0] in the file
     complete: bool  # False for an unterminated last line
+    ends_record: bool = False  # the next chunk starts with a `[`-prefixed line: no record spans the cut
+    lines: int = 0  # physical lines in data
+
+
+def _cut(data: bytes) -> tuple[int, bool]:
+    """Where to end a chunk: before the last `[`-prefixed line if one is near the end (then no
+    traceback can span the cut, and chunks parse independently), else after the last newline."""
+    window = max(0, len(data) - 4 * 1024 * 1024)
+    i = data.rfind(b"\n[", window)
+    if i >= 0:
+        return i + 1, True
+    return data.rfind(b"\n") + 1, False
 
 
 def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
@@ -109,15 +121,22 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
             if not block:
                 break
             data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
+            cut, clean = _cut(data)
             if cut == 0:
                 carry = data
                 continue
-            yield Chunk(data[:cut], pos, True)
+            piece = data[:cut]
+            yield Chunk(piece, pos, True, clean, piece.count(b"\n"))
             pos += cut
             carry = data[cut:]
         if carry:
-            yield Chunk(carry, pos, False)
+            cut = carry.rfind(b"\n") + 1
+            if cut:
+                yield Chunk(carry[:cut], pos, True, False, carry[:cut].count(b"\n"))
+                pos += cut
+                carry = carry[cut:]
+            if carry:
+                yield Chunk(carry, pos, False, False, 1)
 
 
 def file_mtime(path: Path) -> float:
