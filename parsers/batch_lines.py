@@ -129,6 +129,68 @@ def _extra_json(values: list[tuple[str, pl.Expr]]) -> pl.Expr:
     return pl.concat_str(parts)
 
 
+#: plans by shape, shared across batches (a log has a handful of shapes; most batches reuse them)
+_PLANS: dict[tuple[str, str], Plan] = {}
+
+
+def _shape_expr() -> pl.Expr:
+    return pl.concat_str(
+        [
+            pl.col("_sep").fill_null(""),
+            pl.lit("|"),
+            pl.when(pl.col("_trail")).then(pl.lit("t")).otherwise(pl.lit("")),
+            pl.lit("|"),
+            pl.col("_body").str.replace_all(r": [^,]*", ":"),
+        ]
+    )
+
+
+def _fits(plan_shape: str, plan: Plan) -> pl.Expr:
+    """Does a line have exactly this plan's shape?  Literal tests only (no regex)."""
+    sep, trail, _ = plan_shape.split("|", 2)
+    n = len(plan.keys)
+    f = pl.col("_body").str.split_exact(", ", n - 1)
+    conds = [pl.col("_sep").fill_null("") == sep, pl.col("_trail") == (trail == "t")]
+    conds += [f.struct.field(f"field_{i}").str.starts_with(k + ": ") for i, k in enumerate(plan.keys)]
+    # split_exact drops what follows the n-th field, so count the separators too
+    conds.append(pl.col("_body").str.count_matches(", ", literal=True) == n - 1)
+    return pl.all_horizontal(conds).fill_null(False)
+
+
+def _apply(part: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    n = len(plan.keys)
+    fields = pl.col("_body").str.split_exact(", ", n - 1)
+    raw = {f"_v{i}": fields.struct.field(f"field_{i}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)}
+    out = part.with_columns(**raw)
+    typed, extras, checks = [], [], []
+    for i, (k, col) in enumerate(zip(plan.keys, plan.columns)):
+        v = pl.col(f"_v{i}")
+        if col is None:
+            extras.append((k, v))
+            continue
+        typed.append(_typed(v, col, schema).alias(col))
+        if col == "cuda_graph":
+            typed.append(pl.lit(graph_device(k)).alias("graph_device"))
+    out = out.with_columns(typed)
+    if extras:
+        out = out.with_columns(extra=_extra_json(extras))
+    for i, (k, col) in enumerate(zip(plan.keys, plan.columns)):
+        if col is not None:
+            checks.append((k, pl.col(col).is_null() & pl.col(f"_v{i}").is_not_null()))
+    bad = None
+    if checks and out.select(pl.any_horizontal([c for _, c in checks]).any()).item():
+        reason = pl.coalesce([pl.when(c).then(pl.lit(f"bad value for {k!r}")) for k, c in checks])
+        out = out.with_columns(_bad=reason)
+        bad = out.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
+        out = out.filter(pl.col("_bad").is_null())
+    extra_cols = {"variant": pl.lit(plan.variant), "iter": pl.col("_iter").cast(pl.Int64)}
+    if table == "prefill":
+        extra_cols["mixed"] = pl.col("_mixed").is_not_null()
+        if "running_req" not in plan.columns:
+            extra_cols["running_req"] = pl.col("_mixed").cast(pl.Int64)
+    return out.with_columns(**extra_cols), bad
+
+
 def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Rows of one family (`line_no`, `line`, `msg`, prefix columns) → (typed rows, rejects, unknown keys).
 
@@ -140,60 +202,50 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
     df = df.with_columns(_trail=b.str.ends_with(","), _body=b.str.strip_suffix(","))
     if table == "prefill":
         legacy = pl.col("msg").str.starts_with("new fill batch")
-        df = df.with_columns(
-            _body=pl.when(legacy)
-            .then(pl.col("_body").str.replace_all(r"\. (#|tree_)", ", $1").str.strip_suffix("."))
-            .otherwise(pl.col("_body"))
-        )
+        if df.select(legacy.any()).item():
+            df = df.with_columns(
+                _body=pl.when(legacy)
+                .then(pl.col("_body").str.replace_all(r"\. (#|tree_)", ", $1").str.strip_suffix("."))
+                .otherwise(pl.col("_body"))
+            )
     if df.select(pl.col("_body").str.contains("=", literal=True).any()).item():
         df = df.with_columns(_body=pl.col("_body").str.replace(*_SWA_PAIR).str.replace(*_SWA_USAGE_ONLY))
-    shape = pl.concat_str(
-        [
-            pl.col("_sep").fill_null(""),
-            pl.lit("|"),
-            pl.when(pl.col("_trail")).then(pl.lit("t")).otherwise(pl.lit("")),
-            pl.lit("|"),
-            pl.col("_body").str.replace_all(r": [^,]*", ":"),
-        ]
-    )
-    df = df.with_columns(_shape=shape)
-    shapes = df.get_column("_shape").unique().to_list()
     rows, rejects, unknown = [], [], {}
-    for sh in shapes:
-        plan = _plan(table, sh)
-        part = df.filter(pl.col("_shape") == sh)
-        if not plan.ok:
-            rejects.append(part.select("line_no", pl.col("line").alias("raw"), pl.lit(plan.reason).alias("reason")))
+    rest = df
+    # 1) shapes seen before: recognised by literal tests, no shape regex
+    for (tab, shape), plan in list(_PLANS.items()):
+        if tab != table or not plan.ok or rest.height == 0:
             continue
-        n = len(plan.keys)
-        fields = pl.col("_body").str.split_exact(", ", n - 1)
-        values = [fields.struct.field(f"field_{i}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)]
-        typed, checks, extras = [], [], []
-        for k, col, v in zip(plan.keys, plan.columns, values):
-            if col is None:
-                extras.append((k, v))
+        hit = rest.with_columns(_hit=_fits(shape, plan))
+        part = hit.filter(pl.col("_hit"))
+        if part.height == 0:
+            continue
+        rest = hit.filter(~pl.col("_hit")).drop("_hit")
+        good, bad = _apply(part.drop("_hit"), table, plan, schema)
+        rows.append(good)
+        if bad is not None:
+            rejects.append(bad)
+        for k in plan.unknown:
+            unknown[k] = unknown.get(k, 0) + part.height
+    # 2) the rest: compute each line's shape, plan each new shape once
+    if rest.height:
+        rest = rest.with_columns(_shape=_shape_expr())
+        for sh in rest.get_column("_shape").unique().to_list():
+            plan = _PLANS.get((table, sh))
+            if plan is None:
+                plan = _plan(table, sh)
+                if len(_PLANS) < 512:
+                    _PLANS[(table, sh)] = plan
+            part = rest.filter(pl.col("_shape") == sh)
+            if not plan.ok:
+                rejects.append(part.select("line_no", pl.col("line").alias("raw"), pl.lit(plan.reason).alias("reason")))
                 continue
-            t = _typed(v, col, schema).alias(col)
-            typed.append(t)
-            checks.append(pl.when(t.is_null() & v.is_not_null()).then(pl.lit(f"bad value for {k!r}")))
-            if col == "cuda_graph":
-                typed.append(pl.lit(graph_device(k)).alias("graph_device"))
-        out = part.with_columns(typed)
-        if extras:
-            out = out.with_columns(extra=_extra_json(extras))
+            good, bad = _apply(part, table, plan, schema)
+            rows.append(good)
+            if bad is not None:
+                rejects.append(bad)
             for k in plan.unknown:
-                unknown[k] = unknown.get(k, 0) + out.height
-        out = out.with_columns(_bad=pl.coalesce(checks) if checks else pl.lit(None, pl.String))
-        bad = out.filter(pl.col("_bad").is_not_null())
-        if bad.height:
-            rejects.append(bad.select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason")))
-            out = out.filter(pl.col("_bad").is_null())
-        extra_cols = {"variant": pl.lit(plan.variant), "iter": pl.col("_iter").cast(pl.Int64)}
-        if table == "prefill":
-            extra_cols["mixed"] = pl.col("_mixed").is_not_null()
-            if "running_req" not in plan.columns:
-                extra_cols["running_req"] = pl.col("_mixed").cast(pl.Int64)
-        rows.append(out.with_columns(**extra_cols))
+                unknown[k] = unknown.get(k, 0) + part.height
     good = pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame()
     bad = (
         pl.concat(rejects, how="vertical_relaxed")

@@ -22,9 +22,10 @@ from .events import event_numbers, kind_expr
 from .prefix import prefix_columns, split_prefix, strip_ansi
 from .server_args import parse_server_args
 
-# a continuation line of a Python traceback (it has no `[...]` prefix of its own)
+# a continuation line of a Python traceback (it has no `[...]` prefix of its own); a bare
+# `Traceback (most recent call last):` line is not one: it starts a record of its own
 _CONTINUATION = (
-    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception"
+    r"^(?:\s|During handling of the above|The above exception"
     r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b|[\w.]+: )"
 )
 # another log line's prefix glued onto this one (a lost newline in a paste)
@@ -67,7 +68,7 @@ def _records(ev: pl.DataFrame) -> pl.DataFrame:
     lines join their head line only if the head is an error (or itself traceback text)."""
     ev = ev.with_columns(_cand=pl.col("_cont"), kind=kind_expr(pl.col("msg")))
     head_kind = pl.col("kind").first().over("_rec")
-    ok = head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec")
+    ok = pl.col("_head_ev") & (head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec"))
     start = (~pl.col("_cand")) | ~ok
     # renumber: a continuation-like line under a non-error head becomes its own record
     return ev.with_columns(_rec=pl.col("_rec") * 1_000_000 + start.cast(pl.Int64).cum_sum().over("_rec"))
@@ -97,7 +98,11 @@ class LineParser:
         # record structure over all lines, so blanks and other families end a traceback
         cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
         # a record is a line plus the continuation lines after it; any other line starts one
-        df = df.with_columns(_cont=cont).with_columns(_rec=(~pl.col("_cont")).cum_sum())
+        df = df.with_columns(_cont=cont).with_columns(
+            _rec=(~pl.col("_cont")).cum_sum(),
+            # is this line's record headed by an event? (continuations of a batch line are orphans)
+            _head_ev=pl.when(~pl.col("_cont")).then(pl.col("family").is_in(["event", "blank"])).forward_fill().fill_null(False),
+        )
         if not final:
             df = self._hold_back(df)
         if df.height == 0:
@@ -147,7 +152,7 @@ class LineParser:
         rec = df.get_column("_rec")
         last = rec[-1]
         first_idx = df.height - int((rec == last).sum())
-        if df.item(first_idx, "family") == "event":
+        if df.item(first_idx, "family") in ("event", "blank"):
             self.pending = df.slice(first_idx).select(list(_LINES_SCHEMA))
             return df.slice(0, first_idx)
         return df
