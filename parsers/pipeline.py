@@ -19,7 +19,7 @@ from .access import LOOKS_LIKE as ACCESS_LIKE
 from .access import parse_access
 from .batch_lines import parse_batch_lines
 from .events import event_numbers, kind_expr
-from .prefix import prefix_columns, split_prefix, strip_ansi
+from .prefix import split_prefix, strip_ansi
 from .server_args import parse_server_args
 
 # a continuation line of a Python traceback (it has no `[...]` prefix of its own); a bare
@@ -42,7 +42,13 @@ class Parsed:
 
 
 def _family(df: pl.DataFrame) -> pl.DataFrame:
+    """Which family each line belongs to, by cheap literal tests on the message; the precise
+    grammar is checked by each family's parser (a line that fails it becomes a reject)."""
     msg, line = pl.col("msg"), pl.col("line")
+    access = (
+        msg.str.starts_with("INFO:") | msg.str.starts_with("WARNING:") | msg.str.starts_with("ERROR:")
+        | msg.str.starts_with("DEBUG:") | msg.str.starts_with("CRITICAL:") | msg.str.starts_with("TRACE:")
+    ) & msg.str.contains(' - "', literal=True)
     fam = (
         pl.when(line.str.strip_chars() == "")
         .then(pl.lit("blank"))
@@ -50,16 +56,16 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("decode"))
         .when(msg.str.starts_with("Prefill batch") | msg.str.starts_with("Prefil batch") | msg.str.starts_with("new fill batch"))
         .then(pl.lit("prefill"))
-        .when(msg.str.contains(ACCESS_LIKE))
+        .when(access & msg.str.contains(ACCESS_LIKE))
         .then(pl.lit("http"))
         .otherwise(pl.lit("event"))
     )
     df = df.with_columns(family=fam)
-    glued = line.str.contains(_GLUED)
-    if df.select(glued.any()).item():
-        df = df.with_columns(
-            family=pl.when(glued & pl.col("family").is_in(["decode", "prefill", "http"])).then(pl.lit("glued")).otherwise(pl.col("family"))
-        )
+    # a second `[date time ...] ` inside the line: two lines glued (literal pre-test, then regex)
+    maybe = (line.str.count_matches("] ", literal=True) >= 2) & pl.col("family").is_in(["decode", "prefill", "http"])
+    if df.select(maybe.any()).item():
+        glued = maybe & line.str.contains(_GLUED)
+        df = df.with_columns(family=pl.when(glued).then(pl.lit("glued")).otherwise(pl.col("family")))
     return df
 
 
@@ -107,7 +113,6 @@ class LineParser:
             df = self._hold_back(df)
         if df.height == 0:
             return out
-        df = prefix_columns(df)
         fam = pl.col("family")
         out.blank_lines = df.select((fam == "blank").sum()).item()
         out.lines = df.height

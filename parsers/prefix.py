@@ -6,7 +6,9 @@ the v0.1.17–v0.2.13 releases put `[gpu_id=N] ` / `[gpu=N] ` at the start of th
 adds `(SchedulerActor pid=…, ip=…) ` in front.  Rank tokens are a set: their order changed
 three times, so each is looked up on its own.
 
-All functions here are polars expressions over a `line` column; nothing loops per line.
+Why it is fast: a log has one distinct bracket content per second and rank stream, so a 32 MB
+batch of ~250k lines holds a few thousand distinct prefixes.  They are validated and parsed
+once each (regex, strptime) in a small table that is joined back onto the lines.
 """
 
 from __future__ import annotations
@@ -26,10 +28,35 @@ RANK_TOKENS = {
     "tp_rank": "TP",
     "ep_rank": "EP",
 }
+PREFIX_COLUMNS = ["ts", "clock", *RANK_TOKENS, "gpu"]
+
+
+def _parse_contents(contents: pl.Series) -> pl.DataFrame:
+    """Distinct bracket contents → validity and typed prefix columns (one row each)."""
+    df = pl.DataFrame({"_content": contents})
+    pfx = pl.col("_content")
+    df = df.with_columns(_valid=pfx.str.contains(_TS_LIKE) | pfx.str.contains(_GPU_LIKE))
+    has_date = pfx.str.slice(4, 1) == "-"
+    time_start = pl.when(has_date).then(11).otherwise(0)
+    frac = pfx.str.slice(time_start + 8).str.extract(r"^[.,](\d{1,6})")
+    micros = (frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
+    clock = pfx.str.slice(time_start, 8).str.to_time("%H:%M:%S", strict=False)
+    day = pl.when(has_date).then(pfx.str.slice(0, 10)).str.to_date("%Y-%m-%d", strict=False)
+    us_of_day = clock.cast(pl.Int64) // 1000 + micros
+    ranks = pfx.str.slice(time_start + 8)
+    df = df.with_columns(
+        ts=(day.cast(DT) + pl.duration(microseconds=us_of_day)).cast(DT),
+        clock=(us_of_day * 1000).cast(pl.Time),
+        gpu=pfx.str.extract(r"^gpu(?:_id)?=(\d+)$").cast(pl.Int32),
+        **{col: ranks.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) for col, tok in RANK_TOKENS.items()},
+    )
+    # an invalid content (`[http_server] ...`) is no prefix: its columns stay null
+    return df.with_columns(**{c: pl.when(pl.col("_valid")).then(pl.col(c)) for c in PREFIX_COLUMNS})
 
 
 def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
-    """Add `proc`, `pfx` (bracket content or null), `msg` (the message) to a frame with `line`."""
+    """Add `proc`, `pfx` (bracket content or null), `msg` and the typed prefix columns
+    (`ts`, `clock`, rank columns, `gpu`) to a frame with `line`."""
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
     has_proc = line.str.starts_with("(") & line.str.contains(r"^\([^)]*\) \[")
@@ -42,53 +69,17 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
     body = pl.col("_body")
     close = body.str.find("]", literal=True)
-    content = body.str.slice(1, close - 1)
-    df = df.with_columns(_close=close, _content=content)
-    valid = (
-        body.str.starts_with("[")
-        & pl.col("_close").is_not_null()
-        & (pl.col("_content").str.contains(_TS_LIKE) | pl.col("_content").str.contains(_GPU_LIKE))
+    df = df.with_columns(_close=close).with_columns(
+        _content=pl.when(body.str.starts_with("[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
     )
-    after = body.str.slice(pl.col("_close") + 1)
-    msg = pl.when(after.str.starts_with(" ")).then(body.str.slice(pl.col("_close") + 2)).otherwise(after)
-    return df.with_columns(
-        pfx=pl.when(valid).then(pl.col("_content")),
-        msg=pl.when(valid).then(msg).otherwise(body),
-    ).drop("_body", "_close", "_content")
-
-
-def prefix_columns(df: pl.DataFrame) -> pl.DataFrame:
-    """From `pfx`: `ts` (datetime, null without a date), `clock` (time of day), rank columns, `gpu`."""
-    pfx = pl.col("pfx")
-    has_date = pfx.str.slice(4, 1) == "-"
-    date_part = pl.when(has_date).then(pfx.str.slice(0, 10))
-    time_start = pl.when(has_date).then(11).otherwise(0)
-    time_part = pfx.str.slice(time_start, 8)
-    frac = pfx.str.slice(time_start + 8).str.extract(r"^[.,](\d{1,6})")
-    micros = (frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
-    clock = time_part.str.to_time("%H:%M:%S", strict=False)
-    day = date_part.str.to_date("%Y-%m-%d", strict=False)
-    us_of_day = clock.cast(pl.Int64) // 1000 + micros
-    ts = (day.cast(DT) + pl.duration(microseconds=us_of_day)).cast(DT)
-    rank_part = pfx.str.slice(time_start + 8)
-    df = df.with_columns(
-        ts=ts,
-        clock=(us_of_day * 1000).cast(pl.Time),
-        _ranks=rank_part,
-        gpu=pfx.str.extract(r"^gpu(?:_id)?=(\d+)$").cast(pl.Int32),
-    )
-    has_ranks = df.select(pl.col("_ranks").str.contains(r"[A-Z]").any()).item()
-    if has_ranks:
-        ranks = pl.col("_ranks")
-        df = df.with_columns(
-            [
-                ranks.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32).alias(col)
-                for col, tok in RANK_TOKENS.items()
-            ]
-        )
-    else:
-        df = df.with_columns([pl.lit(None, pl.Int32).alias(col) for col in RANK_TOKENS])
-    return df.drop("_ranks")
+    table = _parse_contents(df.get_column("_content").drop_nulls().unique())
+    df = df.join(table, on="_content", how="left", maintain_order="left")
+    valid = pl.col("_valid").fill_null(False)
+    # the message starts after `] ` (or `]`); computed as an offset so only one slice is made
+    space = (body.str.slice(pl.col("_close") + 1, 1) == " ").cast(pl.Int64)
+    offset = pl.when(valid).then(pl.col("_close") + 1 + space).otherwise(0)
+    df = df.with_columns(pfx=pl.when(valid).then(pl.col("_content")), msg=body.str.slice(offset))
+    return df.drop("_body", "_close", "_content", "_valid")
 
 
 def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
