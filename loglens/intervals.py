@@ -16,13 +16,15 @@ Method (per DP stream, in log order):
 2. Timestamps.  A line written at true time T shows `ts = floor(T)` (1-s resolution, or 1 ms with
    `SGLANG_LOG_MS=1`, or 1 µs for the v0.4.9.post1 `timestamp:` field), i.e. `T ∈ [ts, ts + r)`.
 3. Combination.  Cumulative model time C_i = Σ model_s; the clock offset o_i = T_i − C_i must lie
-   in the band `[ts_i − C_i, ts_i + r − C_i]`.  Over the 2k+1 lines centred on i (k = 10) we take
-   the intersection of the bands — max of the lower ends, min of the upper ends — and use its
+   in the band `[ts_i − C_i, ts_i + r − C_i]`.  A model step outside Δts ± r is certainly wrong
+   (idle gap, carried-over counter): it is clipped to that range and starts a new stretch.
+   Over the 2k+1 lines centred on i (k = 10) within its stretch we take the intersection of
+   the bands — max of the lower ends, min of the upper ends — and use its
    midpoint, clamped into line i's own band.  Where the model is right the bands share a common
    offset and 21 brackets narrow it to ≈ r/20; where the model drifts (a growing or shrinking
    batch) the midpoint follows the drift's centre.  Then `interval_s = T_i − T_{i−1}` and
    `window_end = T_i`.  With ms/µs timestamps the bands are so narrow that this is Δts.
-   All of it is polars window expressions (no Python loop), so millions of lines take a second.
+   Vectorised (polars and numpy, no Python loop per line): millions of lines take a second.
 
 Error: every reconstructed T_i lies in its timestamp bracket, so any span between two lines —
 and any sum of consecutive intervals — is off by less than 2r (r = 1 s: under 2 s; typically
@@ -167,7 +169,10 @@ def _mark_boundaries(part: pl.DataFrame, bounds: dict[str, np.ndarray]) -> pl.Da
 def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     first = pl.int_range(pl.len()) == 0
     accept = pl.when(pl.col("accept_len") > 0).then(pl.col("accept_len")).otherwise(1.0)
-    model = log_interval * pl.col("running_req") * accept / pl.col("gen_throughput")
+    # The batch changes inside a window (requests finish or join): its mean is closer to the
+    # average of the batches at both ends (the previous line's and this one's) than to either.
+    batch = ((pl.col("running_req") + pl.col("running_req").shift(1)) / 2).fill_null(pl.col("running_req"))
+    model = log_interval * batch * accept / pl.col("gen_throughput")
     t = pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6
     whole_second = (pl.col("ts").dt.epoch("us") % 1_000_000 == 0).all()
     resolution = (pl.when(pl.col("_us_field").any()).then(1e-6)
@@ -175,18 +180,20 @@ def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     df = df.with_columns(
         _model=pl.when(model.is_finite() & (model > 0)).then(model),
         _t=t, _r=resolution, _first=first,
-    ).with_columns(
-        # no model for a line: follow the clock (its step is Δts)
+    ).with_columns(_dts=pl.col("_t") - pl.col("_t").shift(1)).with_columns(
+        # No model for a line: follow the clock (its step is Δts).  The true interval lies within Δts ± r: a model step outside that is certainly wrong
+        # (an idle gap, a counter phase carried over), and left alone it would shift every
+        # later line's offset; clipped, it stays a local error.
         _step=pl.when(pl.col("_first")).then(0.0)
-        .otherwise(pl.col("_model").fill_null(pl.col("_t") - pl.col("_t").shift(1)).fill_null(0.0)),
+        .otherwise(pl.col("_model").clip(pl.col("_dts") - pl.col("_r"), pl.col("_dts") + pl.col("_r"))
+                   .fill_null(pl.col("_dts")).fill_null(pl.col("_model")).fill_null(0.0)),
+        # a step the model could not give within the brackets starts a new stretch: the bands
+        # on either side do not share an offset
+        _break=pl.col("_first") | pl.col("_model").is_null()
+        | ((pl.col("_model") - pl.col("_dts")).abs() > pl.col("_r")).fill_null(False),
     ).with_columns(_cum=pl.col("_step").cum_sum())
-    df = df.with_columns(_lo=pl.col("_t") - pl.col("_cum"), _hi=pl.col("_t") + pl.col("_r") - pl.col("_cum"))
-    w = 2 * _BAND_HALF_WIDTH + 1
-    df = df.with_columns(
-        _off=((pl.col("_lo").rolling_max(w, center=True, min_samples=1)
-               + pl.col("_hi").rolling_min(w, center=True, min_samples=1)) / 2)
-        .clip(pl.col("_lo"), pl.col("_hi")),
-    ).with_columns(_T=pl.col("_cum") + pl.col("_off"))
+    df = df.with_columns(_T=pl.Series(_fit_times(df["_t"].fill_null(np.nan).to_numpy(), df["_cum"].to_numpy(),
+                                                 df["_r"].to_numpy(), df["_break"].to_numpy())).fill_nan(None))
     interval = (pl.when(pl.col("_first")).then(pl.col("_model"))  # since scheduler start: unknowable
                 .when(pl.col("_t").is_null()).then(pl.col("_model"))
                 .otherwise(pl.col("_T") - pl.col("_T").shift(1)))
@@ -214,3 +221,21 @@ def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     ).with_columns(
         window_start=pl.col("window_end") - pl.duration(microseconds=(pl.col("interval_s") * 1e6).round(0).cast(pl.Int64)),
     )
+
+
+def _fit_times(t: np.ndarray, cum: np.ndarray, r: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+    """True times: cumulative model time plus the offset that the timestamp brackets of the
+    ±k lines around each line (within its stretch) agree on (module docstring, step 3)."""
+    if np.isnan(t).all():
+        return np.full(t.size, np.nan)
+    lo, hi = t - cum, t + r - cum
+    seg = np.cumsum(breaks)
+    band_lo, band_hi = lo.copy(), hi.copy()
+    for k in range(1, min(_BAND_HALF_WIDTH, t.size - 1) + 1):
+        same = seg[k:] == seg[:-k]  # line i and line i+k in one stretch
+        np.maximum(band_lo[:-k], np.where(same, lo[k:], -np.inf), out=band_lo[:-k])
+        np.minimum(band_hi[:-k], np.where(same, hi[k:], np.inf), out=band_hi[:-k])
+        np.maximum(band_lo[k:], np.where(same, lo[:-k], -np.inf), out=band_lo[k:])
+        np.minimum(band_hi[k:], np.where(same, hi[:-k], np.inf), out=band_hi[k:])
+    offset = np.clip((band_lo + band_hi) / 2, lo, hi)
+    return cum + offset
