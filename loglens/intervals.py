@@ -52,7 +52,8 @@ import polars as pl
 _DUPLICATE_RANKS = ["pp_rank", "attn_cp_rank", "moe_dp_rank", "tp_rank", "ep_rank"]
 IDLE_FACTOR = 3.0  # an interval this many times its neighbours' median spans idle time
 IDLE_MIN_EXTRA_S = 1.0  # ... and at least this much longer (short windows jitter a lot)
-_BAND_HALF_WIDTH = 10  # lines on each side whose timestamp brackets pin a line's clock offset
+_BAND_HALF_WIDTH = 10
+_REASONS = {0: None, 1: "first_line", 2: "after_startup", 3: "after_flush", 4: "implausible", 5: "idle_gap"}  # lines on each side whose timestamp brackets pin a line's clock offset
 
 
 def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: int = 40,
@@ -167,75 +168,92 @@ def _mark_boundaries(part: pl.DataFrame, bounds: dict[str, np.ndarray]) -> pl.Da
 
 
 def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
-    first = pl.int_range(pl.len()) == 0
-    accept = pl.when(pl.col("accept_len") > 0).then(pl.col("accept_len")).otherwise(1.0)
+    n = df.height
+    run = df["running_req"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    gen = df["gen_throughput"].fill_null(np.nan).to_numpy()
+    accept = df["accept_len"].fill_null(np.nan).to_numpy()
+    accept = np.where(accept > 0, accept, 1.0)
+    ts_us = df["ts"].dt.epoch("us").cast(pl.Float64).fill_null(np.nan).to_numpy()
     # The batch changes inside a window (requests finish or join): its mean is closer to the
     # average of the batches at both ends (the previous line's and this one's) than to either.
-    batch = ((pl.col("running_req") + pl.col("running_req").shift(1)) / 2).fill_null(pl.col("running_req"))
-    model = log_interval * batch * accept / pl.col("gen_throughput")
-    t = pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6
-    whole_second = (pl.col("ts").dt.epoch("us") % 1_000_000 == 0).all()
-    resolution = (pl.when(pl.col("_us_field").any()).then(1e-6)
-                  .when(whole_second).then(1.0).otherwise(1e-3))
-    df = df.with_columns(
-        _model=pl.when(model.is_finite() & (model > 0)).then(model),
-        _t=t, _r=resolution, _first=first,
-    ).with_columns(_dts=pl.col("_t") - pl.col("_t").shift(1)).with_columns(
-        # No model for a line: follow the clock (its step is Δts).  The true interval lies within Δts ± r: a model step outside that is certainly wrong
-        # (an idle gap, a counter phase carried over), and left alone it would shift every
-        # later line's offset; clipped, it stays a local error.
-        _step=pl.when(pl.col("_first")).then(0.0)
-        .otherwise(pl.col("_model").clip(pl.col("_dts") - pl.col("_r"), pl.col("_dts") + pl.col("_r"))
-                   .fill_null(pl.col("_dts")).fill_null(pl.col("_model")).fill_null(0.0)),
-        # a step the model could not give within the brackets starts a new stretch: the bands
-        # on either side do not share an offset
-        _break=pl.col("_first") | pl.col("_model").is_null()
-        | ((pl.col("_model") - pl.col("_dts")).abs() > pl.col("_r")).fill_null(False),
-    ).with_columns(_cum=pl.col("_step").cum_sum())
-    df = df.with_columns(_T=pl.Series(_fit_times(df["_t"].fill_null(np.nan).to_numpy(), df["_cum"].to_numpy(),
-                                                 df["_r"].to_numpy(), df["_break"].to_numpy())).fill_nan(None))
-    interval = (pl.when(pl.col("_first")).then(pl.col("_model"))  # since scheduler start: unknowable
-                .when(pl.col("_t").is_null()).then(pl.col("_model"))
-                .otherwise(pl.col("_T") - pl.col("_T").shift(1)))
-    df = df.with_columns(interval_s=interval, model_interval_s=pl.col("_model"))
-    # reference: median of the previous line and the next two (a rolling median costs 10x more)
-    a, b, c = (pl.col("interval_s").shift(k) for k in (1, -1, -2))
-    ref = pl.max_horizontal(pl.min_horizontal(a, b), pl.min_horizontal(pl.max_horizontal(a, b), c))
-    reason = (pl.when(pl.col("_first")).then(pl.lit("first_line"))
-              .when(pl.col("_startup")).then(pl.lit("after_startup"))
-              .when(pl.col("_flush")).then(pl.lit("after_flush"))
-              .when(~((pl.col("gen_throughput") > 0) & (pl.col("running_req") > 0)
-                      & (pl.col("interval_s") > 0))).then(pl.lit("implausible"))
-              .when((pl.col("interval_s") >= IDLE_FACTOR * pl.col("_ref"))
-                    & (pl.col("interval_s") >= pl.col("_ref") + IDLE_MIN_EXTRA_S)).then(pl.lit("idle_gap"))
-              .otherwise(pl.lit(None, pl.String)))
-    df = df.with_columns(_ref=ref).with_columns(not_sample_reason=reason)
-    not_busy_all = pl.col("not_sample_reason").is_in(["first_line", "after_startup", "after_flush", "idle_gap"])
-    window_end = pl.from_epoch((pl.col("_T") * 1e6).round(0).cast(pl.Int64), time_unit="us")
+    prev_run = np.concatenate([[np.nan], run[:-1]])
+    batch = np.where(np.isnan(prev_run), run, (run + prev_run) / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        model = log_interval * batch * accept / gen
+    model[~(np.isfinite(model) & (model > 0))] = np.nan
+    t = ts_us / 1e6
+    known = ts_us[~np.isnan(ts_us)]
+    if bool(df["_us_field"].any()):
+        r = 1e-6
+    elif known.size and np.any(np.mod(known, 1_000_000) != 0):
+        r = 1e-3
+    else:
+        r = 1.0
+    dts = np.diff(t, prepend=np.nan)
+    # No model for a line: follow the clock (its step is Δts).  The true interval lies within
+    # Δts ± r: a model step outside that is certainly wrong (an idle gap, a counter phase carried
+    # over); left alone it would shift every later line's offset, clipped it stays a local error,
+    # and it starts a new stretch (the bands on either side do not share an offset).
+    step = np.where(np.isnan(model), dts, np.clip(model, dts - r, dts + r))
+    step = np.where(np.isnan(step), model, step)
+    step = np.nan_to_num(step)
+    step[0] = 0.0
+    breaks = np.isnan(model) | (np.abs(model - dts) > r)
+    breaks[0] = True
+    cum = np.cumsum(step)
+    true_t = _fit_times(t, cum, r, breaks)
+    interval = np.diff(true_t, prepend=np.nan)
+    no_clock = np.isnan(interval)
+    interval[no_clock] = model[no_clock]  # the first line (window since start-up), or no timestamps
+    # reference interval: median of the previous line's and the next two (robust to one outlier)
+    a = np.concatenate([[np.nan], interval[:-1]])
+    b = np.concatenate([interval[1:], [np.nan]])
+    c = np.concatenate([interval[2:], np.full(min(2, n), np.nan)])
+    ref = np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))  # fmin/fmax skip a missing one
+    plausible = (gen > 0) & (run > 0) & (interval > 0)
+    idle = (interval >= IDLE_FACTOR * ref) & (interval >= ref + IDLE_MIN_EXTRA_S)
+    # reason codes (_REASONS), first match wins; 0 = a sample
+    code = np.zeros(n, dtype=np.int8)
+    first = np.arange(n) == 0
+    for value, mask in enumerate([first, df["_startup"].to_numpy(), df["_flush"].to_numpy(), ~plausible, idle], 1):
+        code[mask & (code == 0)] = value
+    partly_idle = ((code == 1) | (code == 2) | (code == 3) | (code == 5)) & np.isfinite(ref)
+    busy = np.where(partly_idle, np.fmin(interval, ref), interval)
+    end_us = np.round(true_t * 1e6)
+    start_us = np.round((true_t - interval) * 1e6)
     return df.with_columns(
-        tokens=pl.col("gen_throughput") * pl.col("interval_s"),
-        busy_s=pl.when(not_busy_all & pl.col("_ref").is_not_null())
-        .then(pl.min_horizontal("interval_s", "_ref")).otherwise(pl.col("interval_s")),
-        is_sample=pl.col("not_sample_reason").is_null(),
-        window_end=window_end,
-    ).with_columns(
-        window_start=pl.col("window_end") - pl.duration(microseconds=(pl.col("interval_s") * 1e6).round(0).cast(pl.Int64)),
-    )
+        model_interval_s=_series(model),
+        interval_s=_series(interval),
+        tokens=_series(gen * interval),
+        busy_s=_series(busy),
+        not_sample_reason=pl.Series(code, dtype=pl.Int8).replace_strict(_REASONS, return_dtype=pl.String),
+        window_end=_series(end_us).cast(pl.Int64).cast(pl.Datetime("us")),
+        window_start=_series(start_us).cast(pl.Int64).cast(pl.Datetime("us")),
+    ).with_columns(is_sample=pl.col("not_sample_reason").is_null())
 
 
-def _fit_times(t: np.ndarray, cum: np.ndarray, r: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+def _series(a: np.ndarray) -> pl.Series:
+    return pl.Series(a, dtype=pl.Float64).fill_nan(None)
+
+
+def _fit_times(t: np.ndarray, cum: np.ndarray, r: float, breaks: np.ndarray) -> np.ndarray:
     """True times: cumulative model time plus the offset that the timestamp brackets of the
     ±k lines around each line (within its stretch) agree on (module docstring, step 3)."""
     if np.isnan(t).all():
         return np.full(t.size, np.nan)
     lo, hi = t - cum, t + r - cum
-    seg = np.cumsum(breaks)
+    seg = np.cumsum(breaks, dtype=np.int64)
     band_lo, band_hi = lo.copy(), hi.copy()
     for k in range(1, min(_BAND_HALF_WIDTH, t.size - 1) + 1):
-        same = seg[k:] == seg[:-k]  # line i and line i+k in one stretch
-        np.maximum(band_lo[:-k], np.where(same, lo[k:], -np.inf), out=band_lo[:-k])
-        np.minimum(band_hi[:-k], np.where(same, hi[k:], np.inf), out=band_hi[:-k])
-        np.maximum(band_lo[k:], np.where(same, lo[:-k], -np.inf), out=band_lo[k:])
-        np.minimum(band_hi[k:], np.where(same, hi[:-k], np.inf), out=band_hi[k:])
+        if seg[-1] == seg[0]:  # one stretch: no masks needed
+            lo_fwd, hi_fwd, lo_back, hi_back = lo[k:], hi[k:], lo[:-k], hi[:-k]
+        else:
+            other = seg[k:] != seg[:-k]  # line i and line i+k in different stretches
+            lo_fwd, hi_fwd = np.where(other, -np.inf, lo[k:]), np.where(other, np.inf, hi[k:])
+            lo_back, hi_back = np.where(other, -np.inf, lo[:-k]), np.where(other, np.inf, hi[:-k])
+        np.maximum(band_lo[:-k], lo_fwd, out=band_lo[:-k])
+        np.minimum(band_hi[:-k], hi_fwd, out=band_hi[:-k])
+        np.maximum(band_lo[k:], lo_back, out=band_lo[k:])
+        np.minimum(band_hi[k:], hi_back, out=band_hi[k:])
     offset = np.clip((band_lo + band_hi) / 2, lo, hi)
     return cum + offset
