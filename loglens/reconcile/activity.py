@@ -1,0 +1,127 @@
+"""Server activity around a time window, read lazily from the store.
+
+Only the rows near the window are read (predicate pushdown on `ts`, projection of the columns
+used), so a reconcile on a 1 GiB store reads a few thousand rows, not millions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from loglens.intervals import decode_intervals
+from loglens.runs import Run, to_datetime, to_seconds
+from loglens.store import Store
+
+#: read this much before/after a window: the interval reconstruction pins clock offsets with
+#: ±10 neighbouring lines, and the first line after an idle gap may start long before the window
+MARGIN_S = 180.0
+DECODE_COLUMNS = ["file_id", "source", "line_no", "ts", "timestamp", "dp_rank", "pp_rank", "attn_cp_rank",
+                  "moe_dp_rank", "tp_rank", "ep_rank", "gpu", "running_req", "queue_req", "token_usage",
+                  "gen_throughput", "accept_len", "cuda_graph"]
+
+
+@dataclass
+class Activity:
+    """Decode lines (with reconstructed intervals) and related facts for one time range."""
+
+    intervals: pl.DataFrame  # decode_intervals(...) plus `prefill_batches`, `prefill_tokens`, `_end_s`, `_busy_start_s`
+    retractions: pl.DataFrame  # events: ts, retracted_reqs
+    decode_log_interval: int
+
+
+def _ts_range(lf: pl.LazyFrame, lo: float, hi: float) -> pl.LazyFrame:
+    return lf.filter(pl.col("ts").is_between(to_datetime(lo), to_datetime(hi)))
+
+
+def decode_log_interval(store: Store, file_id: str | None) -> int:
+    cfg = store.scan("config").select("file_id", "line_no", "decode_log_interval")
+    if file_id:
+        cfg = cfg.filter(pl.col("file_id") == file_id)
+    vals = cfg.drop_nulls("decode_log_interval").sort("line_no").collect()
+    return int(vals["decode_log_interval"][-1]) if vals.height else 40
+
+
+def load_activity(store: Store, start_s: float, end_s: float, file_id: str | None = None,
+                  margin_s: float = MARGIN_S) -> Activity:
+    lo, hi = start_s - margin_s, end_s + margin_s
+    dec = _ts_range(store.scan("decode").select(DECODE_COLUMNS), lo, hi)
+    ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs")
+    ev = _ts_range(ev.filter(pl.col("kind").is_in(["server_args", "cache_flush", "retraction"])), lo, hi)
+    pre = _ts_range(store.scan("prefill").select("file_id", "line_no", "ts", "dp_rank", "tp_rank", "gpu", "new_token"), lo, hi)
+    if file_id:
+        dec, ev, pre = (f.filter(pl.col("file_id") == file_id) for f in (dec, ev, pre))
+    dec, ev, pre = pl.collect_all([dec, ev, pre])
+    interval = decode_log_interval(store, file_id)
+    iv = decode_intervals(dec, interval, events=ev)
+    iv = _with_prefill_counts(iv, pre)
+    iv = iv.with_columns(
+        _end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6,
+    ).with_columns(_busy_start_s=pl.col("_end_s") - pl.col("busy_s"), _start_s=pl.col("_end_s") - pl.col("interval_s"))
+    retr = ev.filter(pl.col("kind") == "retraction").select("ts", "retracted_reqs")
+    return Activity(iv, retr, interval)
+
+
+def _with_prefill_counts(iv: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
+    """Prefill batches (and their new tokens) logged between a Decode line and the previous one
+    of its stream: the prefills that ran inside its window (by line number: exact at any
+    timestamp resolution).  The first line's window began before what was read: 0."""
+    if iv.height == 0:
+        return iv.with_columns(prefill_batches=pl.lit(0, pl.Int64), prefill_tokens=pl.lit(0, pl.Int64))
+    stream = (pl.when(pl.col("dp_rank").is_not_null()).then(pl.format("DP{}", pl.col("dp_rank")))
+              .when(pl.col("gpu").is_not_null()).then(pl.format("GPU{}", pl.col("gpu"))).otherwise(pl.lit("main")))
+    tp = pl.col("tp_rank").fill_null(-1)
+    pre = pre.with_columns(stream=stream).filter(tp == tp.min().over("file_id", "stream"))  # TP copies
+    parts = []
+    for (fid, st), part in iv.group_by(["file_id", "stream"], maintain_order=True):
+        p = pre.filter((pl.col("file_id") == fid) & (pl.col("stream") == st)).sort("line_no")
+        lines = p["line_no"].to_numpy()
+        cum_tok = np.concatenate([[0], np.cumsum(p["new_token"].fill_null(0).to_numpy())])
+        before = np.searchsorted(lines, part["line_no"].to_numpy())  # prefill lines before each line
+        prev = np.concatenate([before[:1], before[:-1]])
+        parts.append(part.with_columns(prefill_batches=pl.Series(before - prev, dtype=pl.Int64),
+                                       prefill_tokens=pl.Series(cum_tok[before] - cum_tok[prev], dtype=pl.Int64)))
+    return pl.concat(parts)
+
+
+def overlap(a0: np.ndarray, a1: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    return np.clip(np.minimum(a1, hi) - np.maximum(a0, lo), 0.0, None)
+
+
+def window_tokens(iv: pl.DataFrame, start_s: float, end_s: float) -> tuple[float, float | None, int]:
+    """Decode-step tokens made inside [start, end] (each line's tokens spread over its busy part,
+    pro-rated at the edges), the highest gen throughput logged inside, and the lines logged inside."""
+    if iv.height == 0:
+        return 0.0, None, 0
+    end = iv["_end_s"].to_numpy()
+    busy0 = iv["_busy_start_s"].to_numpy()
+    busy = np.maximum(end - busy0, 1e-9)
+    tok = np.nan_to_num(iv["tokens"].to_numpy())
+    tokens = float(np.sum(tok * overlap(busy0, end, start_s, end_s) / busy))
+    inside = (end >= start_s) & (end <= end_s)
+    gen = iv["gen_throughput"].to_numpy()[inside]
+    peak = float(np.nanmax(gen)) if gen.size and np.isfinite(gen).any() else None
+    return tokens, peak, int(inside.sum())
+
+
+def annotate_decode_activity(store: Store, runs: list[Run]) -> None:
+    """Fill each run's decode tokens, peak gen throughput and line count (one read for all runs
+    of a file; runs far apart are read separately so a long log is not read whole)."""
+    by_file: dict[str, list[Run]] = {}
+    for r in runs:
+        by_file.setdefault(r.file_id, []).append(r)
+    for fid, group in by_file.items():
+        group.sort(key=lambda r: r.start)
+        chunk: list[Run] = []
+        for r in group + [None]:
+            if chunk and (r is None or (r.start - chunk[-1].end).total_seconds() > 2 * MARGIN_S):
+                lo, hi = to_seconds(chunk[0].start), max(to_seconds(x.end) for x in chunk)
+                act = load_activity(store, lo, hi, fid)
+                for x in chunk:
+                    x.decode_tokens, x.gen_throughput_peak, x.decode_lines = window_tokens(
+                        act.intervals, to_seconds(x.start), to_seconds(x.end))
+                chunk = []
+            if r is not None:
+                chunk.append(r)

@@ -1,0 +1,184 @@
+"""Which run in the log each bench_serving record measured, and its exact window.
+
+A record carries no clock (format spec §5.1), only what it measured: requests sent
+(`num_prompts`, or completed + failed), `duration` (precise, from perf_counter), the request
+rate, the backend.  Each record is scored against each access-log segment (runs.find_segments):
+
+* count — the last N POSTs before the server-info call, with a ≥ 1 s pause before them
+  (the warmup's), N = num_prompts / completed + failed / completed;
+* duration — server-info call minus first burst POST vs `duration` (±1 s per timestamp);
+* endpoint — the backend's endpoint (§5.4);
+* rate — the arrival span vs (N − 1)/rate for Poisson runs without a concurrency cap;
+
+and records are assigned to segments in order (bench_serving appends records as runs finish,
+the log grows the same way) by a monotone best-total-score matching.  The window is then placed
+from both anchors and the duration: W0 within the first POST's second, W1 within the
+server-info call's second (or at the deprecation warning's millisecond), W1 − W0 = duration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from loglens.runs import GEN_ENDPOINTS, Segment, to_datetime
+
+MIN_SCORE = 0.35
+BACKEND_ENDPOINTS = {"sglang": "/generate", "sglang-native": "/generate", "sglang-oai": "/v1/completions",
+                     "vllm": "/v1/completions", "lmdeploy": "/v1/completions",
+                     "sglang-oai-chat": "/v1/chat/completions", "vllm-chat": "/v1/chat/completions",
+                     "lmdeploy-chat": "/v1/chat/completions"}
+
+
+@dataclass
+class Alignment:
+    start_s: float
+    end_s: float
+    method: str
+    confidence: float
+    evidence: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    segment: Segment | None = None
+    burst_from: int | None = None  # index of the first measured POST in the segment
+
+    def to_dict(self) -> dict:
+        d = {"method": self.method, "confidence": round(self.confidence, 2), "evidence": self.evidence}
+        if self.segment is not None and self.burst_from is not None:
+            seg = self.segment
+            d.update(source=seg.source, file_id=seg.file_id, endpoint=seg.endpoint,
+                     requests=len(seg.post_s) - self.burst_from, warmup_requests=self.burst_from,
+                     first_request_line=seg.post_lines[self.burst_from], end_line=seg.end_line,
+                     end_anchor=f"GET {seg.end_path}" if seg.end_path else "last request")
+        return d
+
+
+def request_counts(rec) -> list[int]:
+    """Requests the run sent, most specific first."""
+    failed = sum(1 for e in (rec.errors or []) if e) if isinstance(rec.errors, list) else None
+    counts = [rec.num_prompts, (rec.completed + failed) if rec.completed is not None and failed is not None else None,
+              rec.completed]
+    out: list[int] = []
+    for c in counts:
+        if c and c > 0 and c not in out:
+            out.append(int(c))
+    return out
+
+
+def _burst_for(rec, seg: Segment) -> tuple[int, str, float]:
+    """(index of the first measured POST, how it was chosen, count score)."""
+    p = len(seg.post_s)
+    for n in request_counts(rec):
+        if n > p:
+            continue
+        k = p - n
+        if k == 0:
+            return 0, f"all {n} POST {seg.endpoint} of the segment = the record's requests (no warmup seen)", 0.3
+        pause = seg.post_s[k] - seg.post_s[k - 1]
+        if pause >= 1.0:
+            return k, (f"the last {n} POST {seg.endpoint} = the record's requests, after {k} earlier request(s) "
+                       f"and a {pause:.0f} s pause (the warmup)"), 0.45
+    n_seg = p - seg.warmup_count
+    want = request_counts(rec)[0] if request_counts(rec) else None
+    closeness = max(0.0, 1 - abs(n_seg - want) / want) if want else 0.0
+    return seg.warmup_count, f"{n_seg} POST {seg.endpoint} after the warmup, the record has {want}", 0.2 * closeness
+
+
+def place(seg: Segment, k: int, duration: float) -> tuple[float, float, list[str], list[str]]:
+    """Window (W0, W1) from the anchors and the duration; evidence and warnings."""
+    first = seg.post_s[k]
+    evidence, warnings = [], []
+    start_lo, start_hi = first - 0.05, first + 1.0  # dispatch is a few ms before arrival
+    if seg.end_precise_s is not None:
+        end = seg.end_precise_s + 0.002
+        evidence.append("end at the deprecation warning's millisecond timestamp")
+        if not start_lo - 0.5 <= end - duration <= start_hi + 0.5:
+            warnings.append(f"the first request's access line is {first - (end - duration):+.1f} s from the start "
+                            f"the duration implies (requests not streamed? their access lines log at completion)")
+        return end - duration, end, evidence, warnings
+    if seg.end_s is not None:
+        lo, hi = max(start_lo, seg.end_s - duration), min(start_hi, seg.end_s + 1.0 - duration)
+        if lo <= hi:
+            start = (lo + hi) / 2
+            evidence.append(f"start within the first request's second, end within the GET {seg.end_path} second "
+                            f"(±{(hi - lo) / 2:.2f} s)")
+        else:
+            start = seg.end_s + 0.5 - duration
+            evidence.append(f"end within the GET {seg.end_path} second, start = end − duration")
+            warnings.append(f"the first request's access line is {first - start:+.1f} s from the start the "
+                            f"duration implies (requests not streamed? their access lines log at completion)")
+        return start, start + duration, evidence, warnings
+    start = first + 0.5
+    evidence.append("no server-info call: start within the first request's second, end = start + duration")
+    return start, start + duration, evidence, warnings
+
+
+def score(rec, seg: Segment) -> tuple[float, int, list[str]]:
+    k, how, s = _burst_for(rec, seg)
+    evidence = [how]
+    d = rec.duration or 0.0
+    first = seg.post_s[k]
+    if seg.end_s is not None and d > 0:
+        span = seg.end_s - first
+        diff = abs(span - d)
+        s += 0.35 if diff <= 1.5 else 0.35 * max(0.0, 1 - (diff - 1.5) / max(5.0, 0.2 * d))
+        evidence.append(f"server-info call {span:.0f} s after the first request, duration {d:.2f} s")
+    elif d > 0:
+        span = seg.post_s[-1] - first
+        s += 0.15 if span <= d + 1 else 0.0
+        evidence.append(f"requests arrive over {span:.0f} s, duration {d:.2f} s")
+    want = BACKEND_ENDPOINTS.get(rec.backend or "")
+    s += 0.05 if want is None else (0.1 if want == seg.endpoint else 0.0)
+    rate, n = rec.request_rate, len(seg.post_s) - k
+    if rate and math.isfinite(rate) and not rec.max_concurrency and n > 2:
+        ratio = (seg.post_s[-1] - first) / ((n - 1) / rate)
+        s += 0.1 if 0.4 <= ratio <= 2.5 else 0.0
+        evidence.append(f"arrivals over {seg.post_s[-1] - first:.0f} s at {rate:g} req/s")
+    else:
+        s += 0.05
+    return min(s, 1.0), k, evidence
+
+
+def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
+    """One alignment (or None) per record, in order, matched monotonically to segments."""
+    segs = [s for s in segments if s.endpoint in GEN_ENDPOINTS]
+    table = [[score(r, s) for s in segs] for r in records]
+    n, m = len(records), len(segs)
+    best = [[0.0] * (m + 1) for _ in range(n + 1)]  # best[i][j]: records i.., segments j..
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            take = table[i][j][0] + best[i + 1][j + 1] if table[i][j][0] >= MIN_SCORE else -1.0
+            best[i][j] = max(take, best[i + 1][j], best[i][j + 1])
+    out: list[Alignment | None] = [None] * n
+    i = j = 0
+    while i < n and j < m:
+        sc = table[i][j][0]
+        if sc >= MIN_SCORE and abs(best[i][j] - (sc + best[i + 1][j + 1])) < 1e-12:
+            out[i] = _alignment(records[i], segs[j], table[i][j], j, m, [t[0] for t in table[i]])
+            i, j = i + 1, j + 1
+        elif best[i][j] == best[i + 1][j]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _alignment(rec, seg: Segment, scored, j: int, m: int, row: list[float]) -> Alignment:
+    sc, k, evidence = scored
+    start, end, ev2, warnings = place(seg, k, rec.duration)
+    others = sorted((x for jj, x in enumerate(row) if jj != j), reverse=True)
+    confidence = sc
+    if others and others[0] >= sc - 0.1:
+        confidence *= 0.7
+        warnings.append(f"another run in the log scores almost as well ({others[0]:.2f} vs {sc:.2f}): "
+                        f"the order of records in the file decided; pass --start/--end if this is wrong")
+    evidence = evidence + ev2 + [f"record {rec.index + 1} ↔ run {j + 1} of {m} in the log"]
+    return Alignment(start, end, "access log", confidence, evidence, warnings, seg, k)
+
+
+def manual(start_s: float | None, end_s: float | None, duration: float) -> Alignment:
+    if start_s is None:
+        start_s = end_s - duration
+    if end_s is None:
+        end_s = start_s + duration
+    ev = [f"window given by --start/--end: {to_datetime(start_s).isoformat()} → {to_datetime(end_s).isoformat()}"]
+    return Alignment(start_s, end_s, "--start/--end", 1.0, ev)
