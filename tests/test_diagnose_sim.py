@@ -7,13 +7,15 @@ diagnose sees only the log.
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from typer.testing import CliRunner
+
+from loglens.cli import app
 from loglens.diagnose import diagnose
 from loglens.ingest import ingest_paths
 from loglens.simulate.api import simulate
@@ -132,3 +134,25 @@ def test_story_fit_on_the_32_prompt_run_predicts_the_saturated_run(tmp_path):
     assert c["predicted_tok_s_at_top_batch"] == pytest.approx(c["observed_tok_s_at_top_batch"], rel=0.05)
     assert c["peak_gen_throughput_outside"] == pytest.approx(saturated.peak_gen_throughput, rel=0.01)
     assert c["predicted_at_peak_line_batch"] == pytest.approx(c["peak_gen_throughput_outside"], rel=0.10)
+
+
+def test_story_cli_run_2_with_bench_reports_both_numbers(tmp_path):
+    sim, store = run_sim(tmp_path, STORY_SERVER, STORY_RUNS, seed=2, noise=True)
+    bench = tmp_path / "sim" / "sglang.bench.jsonl"
+    runner = CliRunner()
+    res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "2", "--bench", str(bench), "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["window"]["label"].startswith("run 2 of 4")
+    assert r["bench"]["index"] == 1 and r["bench"]["concurrency"] == pytest.approx(sim.bench_records[1]["concurrency"], rel=0.01)
+    assert r["step_model"]["batch_max"] <= 32
+    c = r["comparison"]
+    assert c["predicted_tok_s_at_top_batch"] == pytest.approx(c["observed_tok_s_at_top_batch"], rel=0.05)
+    assert "client_bound" in ids(r) and finding(r, "client_bound")["evidence"]["client_concurrency"] < 32
+    res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "2"])
+    assert res.exit_code == 0
+    assert "Fitted on this window alone, the model predicts" in res.stdout and "the log shows" in res.stdout
+    res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "9"])
+    assert res.exit_code == 1 and "out of range" in res.stderr
+    res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "1", "--start", "00:00:00"])
+    assert res.exit_code == 2

@@ -10,6 +10,7 @@ import typer
 from loglens.cli.common import JsonOption, StoreOption, console, fail, open_store, print_json
 from loglens.diagnose import NoDecodeData, diagnose
 from loglens.diagnose.render import render
+from loglens.diagnose.window import WindowError, select
 
 TimeOption = Annotated[
     Optional[str],
@@ -31,28 +32,11 @@ def _parse_when(value: str | None, flag: str) -> datetime | time | None:
     fail(f"{flag} {value!r} is not a time; use '2026-02-19 00:05:00', ISO-8601, or '00:05:00'.", code=2)
 
 
-def _bench_record(path: str, record: int | None):
-    from loglens.bench import BenchFormatError, load_bench, select_records  # only when --bench is given
-
-    try:
-        records = select_records(load_bench(path), record)
-    except (OSError, BenchFormatError) as e:
-        fail(f"{e}")
-    if not records:
-        fail(f"{path} holds no bench_serving record.")
-    if len(records) == 1:
-        return records[0], ""
-    # Not aligned to the log yet: the most loaded record is the fair test of "the client never
-    # loaded the server" (if even it stayed far below capacity, they all did).
-    best = max(records, key=lambda r: r.concurrency or 0.0)
-    return best, (f"the most loaded of {len(records)} records (concurrency {best.concurrency}); "
-                  "pick one with --record N")
-
-
 def diagnose_cmd(
     store: StoreOption = None,
-    bench: Annotated[Optional[str], typer.Option("--bench", help="bench_serving results (.jsonl, .json or a printed result block).", show_default=False)] = None,
-    record: Annotated[Optional[int], typer.Option("--record", help="Which bench record (0-based; -1 the last).", show_default=False)] = None,
+    bench: Annotated[Optional[str], typer.Option("--bench", help="bench_serving results (.jsonl, .json or a printed result block): the client's side of the load.", show_default=False)] = None,
+    record: Annotated[Optional[int], typer.Option("--record", help="Diagnose the run of this bench record (0-based; -1 the last).", show_default=False)] = None,
+    run: Annotated[Optional[int], typer.Option("--run", help="Only this benchmark run (numbered as `loglens runs` prints them).", show_default=False)] = None,
     start: TimeOption = None,
     end: TimeOption = None,
     predict_at: Annotated[Optional[list[float]], typer.Option("--predict-at", help="Also predict decode throughput at this batch size (repeatable).", show_default=False)] = None,
@@ -60,12 +44,20 @@ def diagnose_cmd(
 ) -> None:
     """What limits this server: a step-time model fitted from the Decode lines, and ranked findings with their evidence."""
     st = open_store(store)
-    t0, t1 = _parse_when(start, "--start"), _parse_when(end, "--end")
-    bench_rec, note = _bench_record(bench, record) if bench else (None, "")
+    if record is not None and bench is None:
+        fail("--record picks a record of --bench RESULTS; pass --bench too.", code=2)
+    if run is not None and (start is not None or end is not None):
+        fail("give either --run N or --start/--end, not both.", code=2)
     try:
-        report = diagnose(st, start=t0, end=t1, bench=bench_rec, bench_note=note, predict_at=predict_at)
+        sel = select(st, start=_parse_when(start, "--start"), end=_parse_when(end, "--end"), run=run,
+                     bench_path=bench, record=record)
+        report = diagnose(st, start=sel.start, end=sel.end, window_label=sel.label, bench=sel.bench,
+                          bench_note=sel.bench_note, predict_at=predict_at)
+    except WindowError as e:
+        fail(f"{e}.")
     except NoDecodeData as e:
-        fail(f"{e}; nothing to diagnose. Ingest a server log with Decode batch lines (`loglens ingest LOG`), or widen --start/--end.")
+        fail(f"{e}; nothing to diagnose. Ingest a server log with Decode batch lines (`loglens ingest LOG`), "
+             "or widen the window.")
     if as_json:
         print_json(report)
     else:

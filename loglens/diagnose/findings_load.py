@@ -58,9 +58,11 @@ def client_bound(ctx: Context) -> Finding | None:
         ev.update(client_concurrency=rnd(client_conc, 2), client_max_concurrency=bench.max_concurrency,
                   client_request_rate=rnd(bench.request_rate, 2), client_num_prompts=bench.num_prompts,
                   client_output_tok_s=rnd(bench.output_throughput, 1))
+        settings = [f"max concurrency {bench.max_concurrency or 'unset'}", f"request rate {bench.request_rate:g}"
+                    if bench.request_rate is not None else None,
+                    f"{bench.num_prompts} prompts" if bench.num_prompts else None]
         client = (f" bench_serving kept {num(client_conc, 1)} requests in flight on average "
-                  f"(max concurrency {bench.max_concurrency or 'unset'}, request rate {bench.request_rate}, "
-                  f"{bench.num_prompts} prompts).")
+                  f"({', '.join(x for x in settings if x)}).")
     what_if = ""
     if predicted_total:
         what_if = (f" The step model predicts {num(predicted_total)} tok/s at batch {num(target)} "

@@ -47,8 +47,10 @@ def _observed(report: dict, console: Console) -> None:
         f"at {num(o.get('tokens_per_request'))} tokens each).")
     if report.get("bench"):
         b = report["bench"]
-        console.print(f"Bench record {b['index']} of {b['source']}: {b['num_prompts']} prompts, rate {b['request_rate']}, "
-                      f"concurrency {num(b['concurrency'], 1)}, {num(b['output_throughput'], 1)} output tok/s. {b.get('note') or ''}")
+        prompts = f"{b['num_prompts']} prompts, " if b.get("num_prompts") else ""
+        console.print(f"Client: record --record {b['index']} of {b['source']} ({b.get('note') or 'given'}): {prompts}"
+                      f"rate {b['request_rate']}, concurrency {num(b['concurrency'], 1)}, "
+                      f"{num(b['output_throughput'], 1)} output tok/s.")
 
 
 def _step_model(report: dict, console: Console) -> None:

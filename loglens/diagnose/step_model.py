@@ -22,6 +22,8 @@ import numpy as np
 TRIM_ABOVE = 2.5
 TRIM_BELOW = 4.0
 MIN_POINTS = 3
+#: residual scale never below this fraction of the median step time
+SCALE_FLOOR = 0.01
 #: the batch range must span at least this ratio (max/min) for the slope to mean anything
 MIN_BATCH_SPREAD = 1.3
 
@@ -128,8 +130,9 @@ def fit_step_model(batch, step_ms, eager=None, prefill_batches=None, prefill_tok
         resid = y - a @ coef
         kr = resid[keep]
         scale = 1.4826 * np.median(np.abs(kr - np.median(kr)))
-        # a floor on the scale: near-perfect data must not trim points over rounding noise
-        scale = max(scale, 1e-3 * float(np.median(y)), 1e-9)
+        # a floor on the scale: near-perfect data must not trim points over step-time jitter
+        # and 2-decimal rounding of the logged rate (under 1 % of a step)
+        scale = max(scale, SCALE_FLOOR * float(np.median(y)), 1e-9)
         new_keep = (resid <= TRIM_ABOVE * scale) & (resid >= -TRIM_BELOW * scale)
         if new_keep.sum() < need or np.ptp(b[new_keep]) == 0 or np.array_equal(new_keep, keep):
             break
