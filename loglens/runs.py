@@ -15,7 +15,9 @@ Detection, vectorised over the access log (a 1 GiB log holds millions of POSTs):
 * the warmup: the cluster of ≤ 8 POSTs followed by a 1–120 s pause and preceded by a pause at
   least as long (the longest such pause wins, so stray requests earlier in the segment are not
   taken for the run); the burst is every POST after it;
-* the end: the first server-info call after the burst (else the last POST: lower confidence).
+* the end: the first server-info call after the burst (else the last POST: lower confidence);
+  clients older than v0.4.3.post3 make no such call, so a segment may hold several runs: it is
+  split before every warmup-like cluster that also follows a pause of ≥ 3 s.
 
 Access timestamps have 1-s resolution and streamed requests log at arrival, so a run's start
 is the first burst POST's second + 0.5 s (± 0.5 s), its end the server-info call's second + 0.5
@@ -36,6 +38,7 @@ INFO_PATHS = ("/get_server_info", "/server_info")
 CLIENT_START_PATHS = ("/v1/models",)
 MAX_WARMUP_POSTS = 8
 WARMUP_PAUSE_S = (1.0, 120.0)
+STRONG_PAUSE_S = 3.0  # without server-info calls, a warmup must also follow a pause this long
 EPOCH = datetime(1970, 1, 1)
 
 
@@ -75,7 +78,7 @@ class Run:
     end: datetime
     requests: int
     warmup_requests: int
-    end_anchor: str  # "GET /get_server_info" | "GET /server_info" | "last request"
+    end_anchor: str  # "GET /get_server_info" | "GET /server_info" | "last request" | "decode activity"
     deprecation_warning: bool
     confidence: float
     evidence: list[str]
@@ -85,13 +88,14 @@ class Run:
     gen_throughput_peak: float | None = None
     decode_lines: int = 0
     segment: Segment | None = field(default=None, repr=False)
+    busy_start_s: float | None = field(default=None, repr=False)  # decode-activity runs: first busy second
 
     @property
     def duration_s(self) -> float:
         return (self.end - self.start).total_seconds()
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "segment"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("segment", "busy_start_s")}
         d["start"], d["end"] = self.start.isoformat(timespec="milliseconds"), self.end.isoformat(timespec="milliseconds")
         d["duration_s"] = round(self.duration_s, 3)
         if self.decode_tokens is not None:
@@ -162,20 +166,44 @@ def find_segments(store: Store, file_id: str | None = None) -> list[Segment]:
     best = (cand.sort(["seg", "before", "cluster"], descending=[False, True, False])
             .group_by("seg", maintain_order=True).first().select("seg", pl.col("cluster").alias("w_cluster"),
                                                                   pl.col("after").alias("w_pause")))
+    strong = (cand.filter(pl.col("before") >= STRONG_PAUSE_S).group_by("seg")
+              .agg(pl.col("cluster").sort().alias("w_all")))
     per_seg = (posts.group_by("seg", maintain_order=True)
                .agg(pl.col("file_id").first(), pl.col("source").first(), pl.col("endpoint").first(),
                     pl.col("s"), pl.col("line_no"), pl.col("cluster"))
-               .join(ends, on="seg", how="left").join(deps, on="seg", how="left").join(best, on="seg", how="left"))
+               .join(ends, on="seg", how="left").join(deps, on="seg", how="left").join(best, on="seg", how="left")
+               .join(strong, on="seg", how="left"))
     out = []
     for row in per_seg.iter_rows(named=True):
-        w_cluster = row["w_cluster"]
-        warmup = sum(1 for c in row["cluster"] if w_cluster is not None and c <= w_cluster)
-        if warmup == len(row["s"]):
-            warmup = 0  # nothing after it: a lone request, not a warmup
-        out.append(Segment(row["file_id"], row["source"], row["endpoint"], row["s"], row["line_no"],
-                           row["end_s"], row["end_line"], row["end_path"],
-                           row["dep_s"] if row["dep_ms"] else None, row["dep_s"] is not None,
-                           warmup, row["w_pause"] if warmup else None))
+        if row["end_s"] is None and row["w_all"] and len(row["w_all"]) > 1:
+            out += _split_unanchored(row)  # an old client (no server-info call): one segment, many runs
+            continue
+        out.append(_segment(row, 0, len(row["s"]), row["w_cluster"], row["w_pause"]))
+    return out
+
+
+def _segment(row: dict, lo: int, hi: int, w_cluster: int | None, w_pause: float | None) -> Segment:
+    """The segment of POSTs lo..hi-1 of a segment row, with warmup cluster `w_cluster`."""
+    clusters = row["cluster"][lo:hi]
+    warmup = sum(1 for c in clusters if w_cluster is not None and c <= w_cluster)
+    if warmup == hi - lo:
+        warmup = 0  # nothing after it: a lone request, not a warmup
+    return Segment(row["file_id"], row["source"], row["endpoint"], row["s"][lo:hi], row["line_no"][lo:hi],
+                   row["end_s"], row["end_line"], row["end_path"],
+                   row["dep_s"] if row["dep_ms"] else None, row["dep_s"] is not None,
+                   warmup, w_pause if warmup else None)
+
+
+def _split_unanchored(row: dict) -> list[Segment]:
+    starts = [row["cluster"].index(c) for c in row["w_all"]]
+    bounds = ([0] if starts[0] > 0 else []) + starts + [len(row["s"])]
+    out = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        c = row["cluster"][lo]
+        is_warmup = c in row["w_all"]
+        pause = (row["s"][row["cluster"].index(c + 1)] - row["s"][row["cluster"].index(c + 1) - 1]
+                 if is_warmup and c + 1 in row["cluster"] else None)
+        out.append(_segment(row, lo, hi, c if is_warmup else None, pause))
     return out
 
 
@@ -215,9 +243,13 @@ def run_segments(store: Store, file_id: str | None = None) -> list[Segment]:
 
 
 def detect_runs(store: Store, file_id: str | None = None, with_decode: bool = True) -> list[Run]:
-    """Every benchmark-like run in the store's access log, in log order, with its decode activity."""
+    """Every benchmark-like run in the store's access log, in log order, with its decode activity;
+    without access lines (only the scheduler's stderr captured), the bursts of decode activity."""
+    from loglens.reconcile.activity import annotate_decode_activity, decode_bursts  # avoids an import cycle
+
     runs = [run_from_segment(seg, i) for i, seg in enumerate(run_segments(store, file_id))]
-    if with_decode and runs:
-        from loglens.reconcile.activity import annotate_decode_activity  # avoids an import cycle
+    if not runs:
+        return decode_bursts(store, file_id)
+    if with_decode:
         annotate_decode_activity(store, runs)
     return runs

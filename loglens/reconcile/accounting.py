@@ -102,11 +102,12 @@ def account(intervals: pl.DataFrame, start_s: float, end_s: float, retractions: 
     streams, lines, peak, peak_row = [], 0, None, None
     accept_num = accept_den = 0.0
     prefill_batches = 0
-    for (stream,), part in intervals.sort("line_no").group_by(["stream"], maintain_order=True):
+    for (stream,), part in intervals.sort("line_no", maintain_order=True).group_by(["stream"], maintain_order=True):
         acc = _account_stream(stream, part, start_s, end_s)
         streams.append(acc)
         end = part["_end_s"].to_numpy()
-        inside = (end >= start_s) & (end <= end_s)
+        logged = part["_logged"].to_numpy() if "_logged" in part.columns else np.ones(part.height, bool)
+        inside = (end >= start_s) & (end <= end_s) & logged
         lines += int(inside.sum())
         prefill_batches += int(part["prefill_batches"].to_numpy()[inside].sum())
         gen = part["gen_throughput"].to_numpy()

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from loglens.intervals import decode_intervals
+from loglens.reconcile.edges import refine_busy, split_edges
 from loglens.runs import Run, to_datetime, to_seconds
 from loglens.store import Store
 
@@ -56,7 +57,7 @@ def load_activity(store: Store, start_s: float, end_s: float, file_id: str | Non
     dec, ev, pre = pl.collect_all([dec, ev, pre])
     interval = decode_log_interval(store, file_id)
     iv = decode_intervals(dec, interval, events=ev)
-    iv = _with_prefill_counts(iv, pre)
+    iv = refine_busy(_with_prefill_counts(iv, pre), interval)  # edges.py
     iv = iv.with_columns(
         _end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6,
     ).with_columns(_busy_start_s=pl.col("_end_s") - pl.col("busy_s"), _start_s=pl.col("_end_s") - pl.col("interval_s"))
@@ -100,7 +101,8 @@ def window_tokens(iv: pl.DataFrame, start_s: float, end_s: float) -> tuple[float
     busy = np.maximum(end - busy0, 1e-9)
     tok = np.nan_to_num(iv["tokens"].to_numpy())
     tokens = float(np.sum(tok * overlap(busy0, end, start_s, end_s) / busy))
-    inside = (end >= start_s) & (end <= end_s)
+    logged = iv["_logged"].to_numpy() if "_logged" in iv.columns else np.ones(iv.height, bool)
+    inside = (end >= start_s) & (end <= end_s) & logged
     gen = iv["gen_throughput"].to_numpy()[inside]
     peak = float(np.nanmax(gen)) if gen.size and np.isfinite(gen).any() else None
     return tokens, peak, int(inside.sum())
@@ -120,8 +122,45 @@ def annotate_decode_activity(store: Store, runs: list[Run]) -> None:
                 lo, hi = to_seconds(chunk[0].start), max(to_seconds(x.end) for x in chunk)
                 act = load_activity(store, lo, hi, fid)
                 for x in chunk:
-                    x.decode_tokens, x.gen_throughput_peak, x.decode_lines = window_tokens(
-                        act.intervals, to_seconds(x.start), to_seconds(x.end))
+                    a, b = to_seconds(x.start), to_seconds(x.end)
+                    prev_end = max((to_seconds(y.end) for y in group if y.end <= x.start), default=None)
+                    iv = split_edges(act.intervals, a, b, act.decode_log_interval, prev_end, x.warmup_requests)
+                    x.decode_tokens, x.gen_throughput_peak, x.decode_lines = window_tokens(iv, a, b)
                 chunk = []
             if r is not None:
                 chunk.append(r)
+
+
+def decode_bursts(store: Store, file_id: str | None = None, min_lines: int = 2) -> list[Run]:
+    """Runs seen from decode activity alone (a log without access lines): stretches of Decode
+    lines between idle gaps (or start-ups, flushes).  Start = the first line's busy part, end =
+    the last line; requests unknown.  Reads the whole decode table: only used as a fallback."""
+    dec = store.scan("decode").select(DECODE_COLUMNS)
+    ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message").filter(
+        pl.col("kind").is_in(["server_args", "cache_flush"]))
+    if file_id:
+        dec, ev = dec.filter(pl.col("file_id") == file_id), ev.filter(pl.col("file_id") == file_id)
+    dec, ev = pl.collect_all([dec, ev])
+    iv = decode_intervals(dec, decode_log_interval(store, file_id), events=ev).filter(pl.col("window_end").is_not_null())
+    if iv.height == 0:
+        return []
+    iv = iv.with_columns(_end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6)
+    iv = iv.with_columns(_busy_start_s=pl.col("_end_s") - pl.col("busy_s").fill_null(pl.col("interval_s")).fill_null(0.0))
+    # a burst starts where a line's busy part begins more than 1 s after every earlier line ended
+    # (all DP streams together)
+    iv = iv.sort("_busy_start_s").with_columns(
+        _burst=(pl.col("_busy_start_s") > pl.col("_end_s").cum_max().shift(1).fill_null(-1e18) + 1.0).cum_sum())
+    out: list[Run] = []
+    for (_, fid), g in iv.group_by(["_burst", "file_id"], maintain_order=True):
+        if g.height < min_lines:
+            continue
+        first = g.sort("_busy_start_s").row(0, named=True)
+        busy_start = float(g["_busy_start_s"].min())
+        out.append(Run(index=len(out), file_id=fid, source=first["source"], endpoint="?",
+                       start=to_datetime(busy_start), end=to_datetime(float(g["_end_s"].max())), requests=0,
+                       warmup_requests=0, end_anchor="decode activity", deprecation_warning=False, confidence=0.3,
+                       evidence=[f"{g.height} Decode lines between idle gaps (no access lines in the log)"],
+                       first_line=int(g["line_no"].min()), end_line=int(g["line_no"].max()),
+                       decode_tokens=float(g["tokens"].sum()), gen_throughput_peak=float(g["gen_throughput"].max()),
+                       decode_lines=g.height, busy_start_s=busy_start))
+    return out

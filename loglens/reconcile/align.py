@@ -142,23 +142,60 @@ def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
     """One alignment (or None) per record, in order, matched monotonically to segments."""
     segs = [s for s in segments if s.endpoint in GEN_ENDPOINTS]
     table = [[score(r, s) for s in segs] for r in records]
-    n, m = len(records), len(segs)
+    picks = _monotone_match(table, MIN_SCORE)
+    return [None if j is None else _alignment(records[i], segs[j], table[i][j], j, len(segs), [t[0] for t in table[i]])
+            for i, j in enumerate(picks)]
+
+
+def _monotone_match(table: list[list[tuple]], min_score: float) -> list[int | None]:
+    """For each row (record) a column (run) or None: columns increase with rows, total score is
+    the largest possible (records and runs are both in time order)."""
+    n, m = len(table), len(table[0]) if table else 0
     best = [[0.0] * (m + 1) for _ in range(n + 1)]  # best[i][j]: records i.., segments j..
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            take = table[i][j][0] + best[i + 1][j + 1] if table[i][j][0] >= MIN_SCORE else -1.0
+            take = table[i][j][0] + best[i + 1][j + 1] if table[i][j][0] >= min_score else -1.0
             best[i][j] = max(take, best[i + 1][j], best[i][j + 1])
-    out: list[Alignment | None] = [None] * n
+    out: list[int | None] = [None] * n
     i = j = 0
     while i < n and j < m:
         sc = table[i][j][0]
-        if sc >= MIN_SCORE and abs(best[i][j] - (sc + best[i + 1][j + 1])) < 1e-12:
-            out[i] = _alignment(records[i], segs[j], table[i][j], j, m, [t[0] for t in table[i]])
+        if sc >= min_score and abs(best[i][j] - (sc + best[i + 1][j + 1])) < 1e-12:
+            out[i] = j
             i, j = i + 1, j + 1
         elif best[i][j] == best[i + 1][j]:
             i += 1
         else:
             j += 1
+    return out
+
+
+def align_bursts(records: list, bursts: list) -> list[Alignment | None]:
+    """Without access lines: match records to bursts of decode activity by duration and order.
+    A burst spans less than the client's duration (prefills before the first Decode line, the
+    tail after the last); the window is placed with 70 % of the slack before the burst."""
+    table = []
+    for r in records:
+        row = []
+        for b in bursts:
+            d, span = r.duration or 0.0, b.duration_s
+            fit = 0.0 if d <= 0 else max(0.0, 1 - max(0.0, span - d - 1) / d - max(0.0, d - span) / d)
+            row.append((0.6 * fit, b))
+        table.append(row)
+    out: list[Alignment | None] = []
+    for i, j in enumerate(_monotone_match(table, 0.3)):
+        if j is None:
+            out.append(None)
+            continue
+        r, b = records[i], bursts[j]
+        slack = max(0.0, r.duration - b.duration_s)
+        start = b.busy_start_s - 0.7 * slack
+        ev = [f"no access lines: burst {j + 1} of {len(bursts)} of decode activity ({b.decode_lines} Decode lines, "
+              f"{b.duration_s:.1f} s busy) vs duration {r.duration:.2f} s",
+              f"window placed with {0.7 * slack:.1f} s before the first decode window and {0.3 * slack:.1f} s after the last"]
+        out.append(Alignment(start, start + r.duration, "decode activity", min(0.5, table[i][j][0]), ev,
+                             ["the window is placed from decode activity only (±1-2 s): capture the access log "
+                              "(uvicorn, stdout) too for an exact alignment"]))
     return out
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import polars as pl
 
 from loglens.reconcile.accounting import PHASES, Accounting, account
-from loglens.reconcile.activity import load_activity
-from loglens.reconcile.align import Alignment, align, manual
+from loglens.reconcile.activity import decode_bursts, load_activity
+from loglens.reconcile.edges import split_edges
+from loglens.reconcile.align import Alignment, align, align_bursts, manual
 from loglens.reconcile.report import Failure, Report, client_block, record_info
 from loglens.reconcile.waterfall import build_steps
 from loglens.runs import GEN_ENDPOINTS, run_segments, to_datetime
@@ -22,13 +23,22 @@ def reconcile(store: Store, records: list, *, quote: float | None = None, start_
     if store.scan("decode").select(pl.len()).collect().item() == 0:
         raise ReconcileError(f"the store at {store.path} holds no Decode lines (run `loglens ingest SERVER.log`, "
                              f"with the scheduler's stderr captured, or pass --store DIR)")
+    segments = run_segments(store)
     if start_s is not None or end_s is not None:
         alignments: list[Alignment | None] = [
             manual(start_s, end_s, r.duration or 0.0) if (r.duration or start_s is not None and end_s is not None) else None
             for r in records]
     else:
-        alignments = align(records, run_segments(store))
-    return [_one(store, rec, al, quote) for rec, al in zip(records, alignments)]
+        alignments = align(records, segments) if segments else align_bursts(records, decode_bursts(store))
+    return [_one(store, rec, al, quote, segments) for rec, al in zip(records, alignments)]
+
+
+def _previous_run_end(al: Alignment, segments: list) -> float | None:
+    """When the run before this one ended (its server-info call), if the log shows it."""
+    ends = [s.end_precise_s or s.end_s + 0.5 for s in segments
+            if s.end_s is not None and (al.segment is None or s.file_id == al.segment.file_id)
+            and s.end_s + 0.5 < al.start_s]
+    return max(ends, default=None)
 
 
 def _usable(rec) -> str | None:
@@ -39,7 +49,7 @@ def _usable(rec) -> str | None:
     return None
 
 
-def _one(store: Store, rec, al: Alignment | None, quote: float | None) -> Report | Failure:
+def _one(store: Store, rec, al: Alignment | None, quote: float | None, segments: list) -> Report | Failure:
     info = record_info(rec)
     problem = _usable(rec)
     if problem:
@@ -50,7 +60,10 @@ def _one(store: Store, rec, al: Alignment | None, quote: float | None) -> Report
                              f"with --start/--end")
     file_id = al.segment.file_id if al.segment is not None else None
     act = load_activity(store, al.start_s, al.end_s, file_id)
-    acc = account(act.intervals, al.start_s, al.end_s, act.retractions)
+    prev_end = _previous_run_end(al, segments)
+    intervals = split_edges(act.intervals, al.start_s, al.end_s, act.decode_log_interval, prev_end,
+                            al.burst_from or 0)
+    acc = account(intervals, al.start_s, al.end_s, act.retractions)
     if acc.lines == 0 or acc.decode_tokens <= 0:
         return Failure(info, f"no Decode lines inside the window {to_datetime(al.start_s).isoformat()} → "
                              f"{to_datetime(al.end_s).isoformat()} for record {rec.index + 1}: was the scheduler's "

@@ -1,0 +1,161 @@
+"""Where inside a Decode line's interval its tokens were made: decode time vs the rest, and the
+lines that straddle a window's edges.
+
+Inside a window, a line's tokens are spread evenly over its busy part (activity.window_tokens).
+That is right in steady decoding and wrong in two places, both at a run's edges:
+
+* a line's interval can hold much more than its 40 decode steps (a 1-s sleep, a burst's
+  prefills, an idle gap: the tic is never reset), so its busy part is shortened to the decode
+  time a step-time model predicts (`refine_busy`);
+* the first line of a run also holds steps of what ran before it (the client's warmup, the
+  previous run's last steps), and the steps after a run's last Decode line are logged only by
+  the next line, after the next burst (`split_edges`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+WARMUP_DECODE_TOKENS = 31  # a client warmup request: output_len = min(dataset output_len, 32)
+IDLE_REASONS = ("idle_gap", "first_line", "after_startup", "after_flush")
+
+
+def refine_busy(iv: pl.DataFrame, log_interval: int) -> pl.DataFrame:
+    """Decode step time is close to linear in the batch (fixed + per-request cost): fit
+    `interval / 40 = a + c × batch` per stream on clean lines (samples, no prefill inside, model
+    agreeing with the clock within 10 %, one trimming pass) and give each line
+    `busy_s = min(busy_s, 1.1 × 40 × (a + c × mean batch))`, mean batch = tokens ÷ (40 × accept
+    len).  The rest of the interval is non-decode time, taken to be at its start."""
+    if iv.height == 0:
+        return iv
+    return pl.concat([_refine_stream(part, log_interval)
+                      for _, part in iv.group_by(["file_id", "stream"], maintain_order=True)])
+
+
+def _refine_stream(part: pl.DataFrame, log_interval: int) -> pl.DataFrame:
+    interval = part["interval_s"].fill_null(np.nan).to_numpy()
+    model = part["model_interval_s"].fill_null(np.nan).to_numpy()
+    tokens = part["tokens"].fill_null(np.nan).to_numpy()
+    accept = part["accept_len"].fill_null(1.0).to_numpy()
+    batch = tokens / (log_interval * np.where(accept > 0, accept, 1.0))
+    step = interval / log_interval
+    clean = (part["is_sample"].to_numpy() & (part["prefill_batches"].to_numpy() == 0)
+             & (np.abs(model - interval) <= 0.1 * interval) & np.isfinite(step) & np.isfinite(batch))
+    fit = _fit_step(batch[clean], step[clean])
+    if fit is None:
+        return part
+    a, c = fit
+    decode_s = 1.1 * log_interval * np.maximum(a + c * batch, 0.0)
+    busy = part["busy_s"].fill_null(np.nan).to_numpy()
+    refined = np.where(np.isfinite(decode_s) & (decode_s < busy), decode_s, busy)
+    return part.with_columns(busy_s=pl.Series(refined).fill_nan(None))
+
+
+def _fit_step(batch: np.ndarray, step: np.ndarray) -> tuple[float, float] | None:
+    """Least squares step = a + c × batch, refitted once without the lines it under-predicts by
+    more than 10 % (a stall the clean-line filter missed); None with under 3 lines."""
+    if batch.size < 3:
+        return None
+    keep = np.ones(batch.size, bool)
+    a = c = 0.0
+    for _ in range(2):
+        if keep.sum() < 3:
+            return None
+        if np.ptp(batch[keep]) < 1.0:  # one batch size: the step time is all we can know
+            a, c = float(np.median(step[keep])), 0.0
+        else:
+            c, a = np.polyfit(batch[keep], step[keep], 1)
+        keep = step <= 1.1 * (a + c * batch)
+    return float(a), float(c)
+
+
+def tail_tokens(line: dict, seconds: float, log_interval: int) -> tuple[float, float]:
+    """(tokens, seconds of decoding) of the steps a stream ran for `seconds` after `line` when its
+    activity was ending: as many steps as fit at the line's pace (at most 39, or the next line
+    would have been printed), the batch shrinking linearly from the line's to 1 (a run ends
+    when its last request does)."""
+    step_s = (line["interval_s"] or 0.0) / log_interval
+    if seconds <= 0 or step_s <= 0 or not line["running_req"]:
+        return 0.0, 0.0
+    steps = min(log_interval - 1, seconds / step_s)
+    return steps * (line["running_req"] + 1) / 2 * (line["accept_len"] or 1.0), steps * step_s
+
+
+def split_edges(iv: pl.DataFrame, start_s: float, end_s: float, log_interval: int,
+                prev_end_s: float | None = None, warmup_requests: int = 0) -> pl.DataFrame:
+    """Split the lines at the window's edges (per stream); rows get `_logged` (False for parts
+    that are not a line logged inside the window).
+
+    Head — the line straddling the start: if it spans an idle gap, what it holds from before
+    is the previous activity's tail (`tail_tokens` up to `prev_end_s`, the previous run's end
+    when known) plus the client's warmup (≤ 31 decode tokens per warmup request); otherwise the
+    steps that fit before the start at the previous line's batch and pace.
+    Tail — after the window's last line: `tail_tokens` up to the end, taken from the next line
+    (whose tokens shrink by as much) when that one's busy part lies after the window."""
+    iv = iv.with_columns(_logged=pl.lit(True))
+    if iv.height == 0:
+        return iv
+    parts = []
+    for _, part in iv.group_by(["file_id", "stream"], maintain_order=True):
+        part = _head(part, start_s, log_interval, prev_end_s, warmup_requests)
+        parts.append(_tail(part, start_s, end_s, log_interval))
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+def _head(part: pl.DataFrame, start_s: float, log_interval: int, prev_end_s: float | None,
+          warmup_requests: int) -> pl.DataFrame:
+    begin, end = part["_start_s"].to_numpy(), part["_end_s"].to_numpy()
+    straddle = np.flatnonzero((begin < start_s) & (end > start_s))
+    if straddle.size == 0 or straddle[0] == 0:
+        return part
+    i = int(straddle[0])
+    line, prev = part.row(i, named=True), part.row(i - 1, named=True)
+    if not line["tokens"] or line["tokens"] <= 0:
+        return part
+    accept = prev["accept_len"] or 1.0
+    if line["not_sample_reason"] in IDLE_REASONS:
+        before = float(warmup_requests * WARMUP_DECODE_TOKENS)  # an output limit: drafts do not add
+        if prev_end_s is not None and prev_end_s > prev["_end_s"]:
+            before += tail_tokens(prev, min(prev_end_s, start_s) - prev["_end_s"], log_interval)[0]
+    else:
+        step_s = (prev["interval_s"] or 0.0) / log_interval
+        steps = min(log_interval, (start_s - line["_start_s"]) / step_s) if step_s > 0 else 0.0
+        before = steps * (prev["running_req"] or 0) * accept
+    before = min(line["tokens"], before)
+    inside_busy = min(line["busy_s"] or 0.0, line["_end_s"] - start_s)
+    pre = {**line, "_end_s": start_s, "_busy_start_s": line["_start_s"], "interval_s": start_s - line["_start_s"],
+           "busy_s": start_s - line["_start_s"], "tokens": before, "_logged": False,
+           "is_sample": False, "not_sample_reason": "before_window"}
+    rest = part.slice(i, 1).with_columns(_start_s=pl.lit(start_s), tokens=pl.lit(line["tokens"] - before),
+                                         _busy_start_s=pl.lit(line["_end_s"] - inside_busy),
+                                         busy_s=pl.lit(inside_busy))
+    return pl.concat([part.slice(0, i), pl.DataFrame([pre], schema=part.schema), rest, part.slice(i + 1)])
+
+
+def _tail(part: pl.DataFrame, start_s: float, end_s: float, log_interval: int) -> pl.DataFrame:
+    end = part["_end_s"].to_numpy()
+    logged = part["_logged"].to_numpy()
+    inside = np.flatnonzero((end >= start_s) & (end <= end_s) & logged)
+    if inside.size == 0:
+        return part
+    i = int(inside[-1])
+    last = part.row(i, named=True)
+    nxt = part.row(i + 1, named=True) if i + 1 < part.height else None
+    if nxt is not None and nxt["_busy_start_s"] < end_s:
+        return part  # decoding went on past the window: its tokens are spread where they belong
+    tokens, span = tail_tokens(last, end_s - last["_end_s"], log_interval)
+    if nxt is not None:
+        tokens = min(tokens, max(nxt["tokens"] or 0.0, 0.0))
+    if tokens <= 0 or span <= 0:
+        return part
+    row = {**last, "_start_s": last["_end_s"], "_busy_start_s": last["_end_s"], "_end_s": last["_end_s"] + span,
+           "interval_s": span, "busy_s": span, "tokens": tokens, "gen_throughput": tokens / span,
+           "is_sample": False, "not_sample_reason": "unlogged_tail", "prefill_batches": 0, "prefill_tokens": 0,
+           "_logged": False}
+    out = pl.concat([part.slice(0, i + 1), pl.DataFrame([row], schema=part.schema), part.slice(i + 1)])
+    if nxt is not None:  # the next line keeps what is left, and starts where the tail ends
+        is_next = pl.col("line_no") == nxt["line_no"]
+        out = out.with_columns(tokens=pl.when(is_next).then(pl.col("tokens") - tokens).otherwise(pl.col("tokens")),
+                               _start_s=pl.when(is_next).then(last["_end_s"] + span).otherwise(pl.col("_start_s")))
+    return out
