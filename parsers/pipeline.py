@@ -22,10 +22,10 @@ from .events import event_numbers, kind_expr
 from .prefix import split_prefix, strip_ansi
 from .server_args import parse_server_args
 
-# a continuation line of a Python traceback (it has no `[...]` prefix of its own); a bare
-# `Traceback (most recent call last):` line is not one: it starts a record of its own
+# a continuation line of a Python traceback (it has no `[...]` prefix of its own); torch
+# prefixes each line of a rank's traceback with `[rank0]:`
 _CONTINUATION = (
-    r"^(?:\s|During handling of the above|The above exception"
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception|\[rank\d+\]:"
     r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b|[\w.]+: )"
 )
 # another log line's prefix glued onto this one (a lost newline in a paste)
@@ -70,13 +70,19 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _records(ev: pl.DataFrame) -> pl.DataFrame:
-    """Event lines with `_rec` (computed over all lines) → records: a traceback's continuation
-    lines join their head line only if the head is an error (or itself traceback text)."""
+    """Event lines with `_rec` (computed over all lines) → records.
+
+    Continuation lines join the record above when its head is an error (or a blank line, after
+    which traceback text groups on its own).  Continuation lines right after a batch or access
+    line are orphans: they group by themselves, a new group at each `Traceback (most recent
+    call last):`, so a traceback printed after a Decode line is still one record."""
     ev = ev.with_columns(_cand=pl.col("_cont"), kind=kind_expr(pl.col("msg")))
     head_kind = pl.col("kind").first().over("_rec")
-    ok = pl.col("_head_ev") & (head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec"))
-    start = (~pl.col("_cand")) | ~ok
-    # renumber: a continuation-like line under a non-error head becomes its own record
+    attached = pl.col("_head_ev") & (head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec"))
+    orphan = pl.col("_cand") & ~pl.col("_head_ev")
+    first_orphan = orphan & ~orphan.shift(1).over("_rec").fill_null(False)
+    tb_start = pl.col("line").str.starts_with("Traceback (most recent call last)")
+    start = (~pl.col("_cand")) | (~orphan & ~attached) | first_orphan | (orphan & tb_start)
     return ev.with_columns(_rec=pl.col("_rec") * 1_000_000 + start.cast(pl.Int64).cum_sum().over("_rec"))
 
 
@@ -157,7 +163,9 @@ class LineParser:
         rec = df.get_column("_rec")
         last = rec[-1]
         first_idx = df.height - int((rec == last).sum())
-        if df.item(first_idx, "family") in ("event", "blank"):
+        if df.item(first_idx, "family") not in ("event", "blank"):
+            first_idx += 1  # a batch/access line cannot grow, but orphan lines after it can
+        if first_idx < df.height:
             self.pending = df.slice(first_idx).select(list(_LINES_SCHEMA))
             return df.slice(0, first_idx)
         return df

@@ -92,3 +92,19 @@ def test_traceback_is_one_event_with_line_end():
     assert (ev["line_no"], ev["line_end"], ev["kind"]) == (1, 4, "error")
     assert ev["message"].endswith("ValueError: boom")
     assert t["http"].height == 1
+
+
+def test_uvicorn_error_and_bare_traceback_are_one_record():
+    text = (
+        b"[2026-02-19 00:27:16] ERROR:    Exception in ASGI application\n"
+        b"Traceback (most recent call last):\n"
+        b'  File "h11_impl.py", line 403, in run_asgi\n'
+        b"RuntimeError: boom\n"
+        b"[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 1, #token: 5, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0\n"
+        b"Traceback (most recent call last):\n"
+        b'  File "x.py", line 1\n'
+        b"[rank0]: Traceback (most recent call last):\n"
+        b'[rank0]:   File "y.py", line 2\n'
+    )
+    ev = parse_bytes(text)["events"].select("line_no", "line_end", "kind").rows()
+    assert ev == [(1, 4, "error"), (6, 9, "error")]
