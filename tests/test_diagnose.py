@@ -265,6 +265,32 @@ def test_window_fit_is_checked_against_the_rest_of_the_log(tmp_path):
         diagnose(st, start=w.t[0] + timedelta(hours=1))
 
 
+def test_pool_size_is_estimated_from_usage_when_the_start_up_line_is_missing(tmp_path):
+    w = LogWriter(pool=50_000)
+    w.lines = [x for x in w.lines if "max_total_num_tokens=" not in x[1]]
+    for b in plateaus([10, 20, 40]):
+        w.decode(b)  # 500 tokens each: usage 0.10 … 0.40
+    r = diagnose(ingest_text(tmp_path, w.text()))
+    assert r["limits"]["max_total_num_tokens"] is None
+    assert r["limits"]["max_total_num_tokens_estimated"] == pytest.approx(50_000, rel=0.05)
+    assert r["limits"]["kv_capacity_requests"] == pytest.approx(100, rel=0.05)
+
+
+def test_limits_come_from_the_start_up_behind_most_decode_lines(tmp_path):
+    w = LogWriter(pool=20_000, cap=32)
+    for b in plateaus([4, 8]):
+        w.decode(b)
+    restart = w.t[0] + timedelta(seconds=30)
+    w.lines.append((restart, f"[{stamp(restart, True)} TP0] max_total_num_tokens=900000, chunked_prefill_size=8192, "
+                             "max_prefill_tokens=16384, max_running_requests=512, context_len=8192, available_gpu_mem=10.00 GB"))
+    w.t[0] = restart + timedelta(seconds=5)
+    for b in plateaus([8, 16, 32, 64]):
+        w.decode(b)
+    r = diagnose(ingest_text(tmp_path, w.text()))
+    assert r["limits"]["max_total_num_tokens"] == 900_000 and r["limits"]["max_running_requests"] == 512
+    assert r["limits"]["startups_in_window"] == 2
+
+
 # ---- the command ------------------------------------------------------------------------------
 
 def test_cli_json_has_the_design_keys(tmp_path):

@@ -152,6 +152,11 @@ def test_story_cli_run_2_with_bench_reports_both_numbers(tmp_path):
     res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "2"])
     assert res.exit_code == 0
     assert "Fitted on this window alone, the model predicts" in res.stdout and "the log shows" in res.stdout
+    res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--bench", str(bench), "--record", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["window"]["label"].startswith("bench record 4") and r["observed"]["max_running_requests"] > 50
+    assert r["comparison"] is not None  # the other runs are outside the window
     res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "9"])
     assert res.exit_code == 1 and "out of range" in res.stderr
     res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "1", "--start", "00:00:00"])

@@ -54,6 +54,16 @@ class Context:
             return None
         return self.model.tok_s(batch, self.accept_len)
 
+    def tok_s_expr(self, batch: pl.Expr, fixed_ms: float | None = None) -> pl.Expr:
+        """`tok_s` as a polars expression (optionally with another fixed cost); null where the
+        model cannot answer."""
+        m = self.model
+        if not m.identifiable:
+            return pl.lit(None, dtype=pl.Float64)
+        fixed = m.fixed_ms if fixed_ms is None else fixed_ms
+        b = batch.cast(pl.Float64)
+        return pl.when(b > 0).then(1000.0 * b * self.accept_len / (fixed + m.per_req_ms * b))
+
     def per_stream_mean(self, df: pl.DataFrame, value: pl.Expr) -> float | None:
         """Σ over streams of the busy-weighted mean of `value` (e.g. a throughput gain)."""
         if df.height == 0:
@@ -115,7 +125,7 @@ def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: 
 
     held = iv.filter((pl.col("running_req") > 0) & pl.col("token").is_not_null())
     tokens_per_req = float((held["token"] / held["running_req"]).median()) if held.height else None
-    mtnt = log.limits.get("max_total_num_tokens")
+    mtnt = log.limits.get("max_total_num_tokens") or log.limits.get("max_total_num_tokens_estimated")
     kv_cap = int(mtnt // tokens_per_req) if mtnt and tokens_per_req else None
     caps = [c for c in (log.limits.get("max_running_requests"), kv_cap) if c]
     return Context(

@@ -16,6 +16,7 @@ from loglens.diagnose.finding import Finding, num, pct, rnd, severity_for
 
 #: the pool counts as "mostly empty" below this peak usage
 KV_ROOMY_USAGE = 0.7
+MIN_LINES_TO_EXONERATE = 5
 #: a kind of queueing matters when it covers at least this share of decoding time
 QUEUE_SHARE_MIN = 0.05
 
@@ -42,13 +43,11 @@ def _admission_gain(ctx: Context, df: pl.DataFrame, kinds: tuple[str, ...], ceil
     busy-time weighted over the whole window, summed over streams."""
     if not ctx.model.identifiable:
         return None
-    rows = df.with_columns(_target=pl.min_horizontal(pl.col("running_req") + pl.col("queue_req"),
-                                                     pl.lit(ceiling or 10**9)))
-    gains = [
-        (ctx.tok_s(t) - ctx.tok_s(b)) if (k in kinds and t > b) else 0.0
-        for k, b, t in rows.select("queue_kind", "running_req", "_target").iter_rows()
-    ]
-    return ctx.per_stream_mean(rows.with_columns(_gain=pl.Series(gains, dtype=pl.Float64)), pl.col("_gain"))
+    target = pl.min_horizontal(pl.col("running_req") + pl.col("queue_req").fill_null(0), pl.lit(ceiling or 10**9))
+    gain = (pl.when(pl.col("queue_kind").is_in(list(kinds)) & (target > pl.col("running_req")))
+            .then(ctx.tok_s_expr(target) - ctx.tok_s_expr(pl.col("running_req")).fill_null(0.0))
+            .otherwise(0.0))
+    return ctx.per_stream_mean(df, gain)
 
 
 def _retraction_totals(ctx: Context) -> tuple[int, int]:
@@ -63,6 +62,7 @@ def _pool_evidence(ctx: Context, df: pl.DataFrame) -> dict:
     prefill_usage = ctx.log.prefill.get_column("token_usage").drop_nulls()
     peak = max([x for x in (usage.max(), prefill_usage.max()) if x is not None], default=None)
     mtnt = ctx.log.limits.get("max_total_num_tokens")
+    estimated = ctx.log.limits.get("max_total_num_tokens_estimated")
     max_token = df.get_column("token").max()
     events, reqs = _retraction_totals(ctx)
     return {
@@ -70,6 +70,7 @@ def _pool_evidence(ctx: Context, df: pl.DataFrame) -> dict:
         "p95_token_usage": rnd(usage.quantile(0.95), 3) if len(usage) else None,
         "max_token": rnd(max_token, 0),
         "max_total_num_tokens": mtnt,
+        "max_total_num_tokens_estimated": estimated,
         "retraction_events": events,
         "retracted_requests": reqs,
         "mem_fraction_static": ctx.log.config.get("mem_fraction_static"),
@@ -102,7 +103,10 @@ def kv_cache_findings(ctx: Context) -> list[Finding]:
         return [Finding("kv_cache_limiting", severity_for(cost, ctx.decode_tok_s, floor="medium"), ev, text, cost,
                         "throughput of the running batch plus the waiting requests, minus that of the running batch, "
                         "by the fitted step model, over the time they waited", "The KV cache limits the batch size")]
-    if peak is not None and peak < KV_ROOMY_USAGE and kv_share < 0.01:
+    # an exoneration needs a little history, and a pool that would hold at least twice the batch
+    roomy = ctx.kv_capacity_reqs is None or ctx.kv_capacity_reqs >= 2 * (ctx.batch_max or 0)
+    enough = df.height >= MIN_LINES_TO_EXONERATE
+    if peak is not None and peak < KV_ROOMY_USAGE and kv_share < 0.01 and roomy and enough:
         text = (f"The KV cache is not what limits this server: token usage peaked at {pct(peak, 1)}{_of_pool(ev)}, "
                 f"no request was retracted, and requests waited for admission during {pct(queued_share, 1)} of decoding "
                 f"time. At ≈{num(ctx.tokens_per_req)} KV tokens per request the pool would hold ≈{num(ctx.kv_capacity_reqs)} "
@@ -150,9 +154,11 @@ def admission_queueing(ctx: Context) -> Finding | None:
 
 
 def _of_pool(ev: dict) -> str:
-    if ev.get("max_token") is None or not ev.get("max_total_num_tokens"):
+    pool = ev.get("max_total_num_tokens") or ev.get("max_total_num_tokens_estimated")
+    if ev.get("max_token") is None or not pool:
         return ""
-    return f" (at most {num(ev['max_token'])} of {num(ev['max_total_num_tokens'])} KV tokens)"
+    about = "" if ev.get("max_total_num_tokens") else "≈"
+    return f" (at most {num(ev['max_token'])} of {about}{num(pool)} KV tokens)"
 
 
 def _now(value) -> str:

@@ -21,12 +21,9 @@ def _fixed_cut_gain(ctx: Context, rows: pl.DataFrame, mask: pl.Expr, cut: float)
     m = ctx.model
     if not m.identifiable or rows.height == 0:
         return None
-    fixed, per = m.fixed_ms, m.per_req_ms
-    b = pl.col("running_req").cast(pl.Float64)
-    now = 1000.0 * b * ctx.accept_len / (fixed + per * b)
-    cut_tput = 1000.0 * b * ctx.accept_len / (fixed * (1 - cut) + per * b)
-    gain = pl.when(mask & (b > 0)).then(cut_tput - now).otherwise(0.0)
-    return ctx.per_stream_mean(rows, gain)
+    b = pl.col("running_req")
+    gain = ctx.tok_s_expr(b, m.fixed_ms * (1 - cut)) - ctx.tok_s_expr(b)
+    return ctx.per_stream_mean(rows, pl.when(mask).then(gain).otherwise(0.0))
 
 
 def _busy_share(df: pl.DataFrame, mask: pl.Expr, within: pl.Expr) -> float | None:

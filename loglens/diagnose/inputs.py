@@ -26,6 +26,17 @@ DEFAULT_DECODE_LOG_INTERVAL = 40
 BATCH_CHANGE_LIMIT = 0.5
 
 
+DECODE_COLUMNS = ["file_id", "source", "line_no", "ts", "timestamp", "dp_rank", "gpu", "pp_rank", "attn_cp_rank",
+                  "moe_dp_rank", "tp_rank", "ep_rank", "running_req", "queue_req", "gen_throughput", "accept_len",
+                  "cuda_graph", "retracted_req", "token", "full_token", "gpu_token", "token_usage",
+                  "full_token_usage", "gpu_token_usage"]
+PREFILL_COLUMNS = ["file_id", "line_no", "ts", "dp_rank", "gpu", "new_token", "token_usage", "running_req", "queue_req"]
+#: start-ups and cache flushes cut intervals (loglens.intervals); the rest carry numbers we use
+EVENT_KINDS = ["server_args", "cache_flush", "retraction", "max_total_num_tokens", "kv_cache"]
+EVENT_COLUMNS = ["file_id", "source", "line_no", "ts", "dp_rank", "gpu", "kind", "message", "retracted_reqs",
+                 "max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "context_len", "kv_tokens"]
+
+
 class NoDecodeData(Exception):
     """The store (or the chosen window) has no Decode lines: nothing to diagnose."""
 
@@ -35,10 +46,13 @@ class ServerLog:
     intervals: pl.DataFrame  # one row per Decode line in the window (see `load_server_log`)
     prefill: pl.DataFrame  # Prefill lines in the window
     retractions: pl.DataFrame  # retraction events in the window
-    config: dict  # first server_args row (typed columns + `args`), {} when the log has none
-    limits: dict  # max_total_num_tokens, max_running_requests, ... from the start-up lines
+    configs: pl.DataFrame  # every server_args row (one per server start-up)
+    startup: pl.DataFrame  # every `max_total_num_tokens=` and `KV Cache is allocated` event
     decode_log_interval: int
     window: dict = field(default_factory=dict)  # {start, end} actually covered
+    config: dict = field(default_factory=dict)  # the start-up in effect for the window (see _settings)
+    limits: dict = field(default_factory=dict)  # max_total_num_tokens, max_running_requests, ...
+    startups_in_window: int = 0  # server start-ups whose Decode lines the window holds
 
     def restrict(self, start: datetime | None = None, end: datetime | None = None) -> "ServerLog":
         """The same log seen through [start, end] (Decode lines by their timestamp); the
@@ -55,7 +69,55 @@ class ServerLog:
         if iv.height == 0:
             raise NoDecodeData(f"no Decode lines between {start or 'the start'} and {end or 'the end'}")
         return replace(self, intervals=iv, prefill=inside(self.prefill), retractions=inside(self.retractions),
-                       window=_covered(iv))
+                       window=_covered(iv)).with_settings()
+
+    def with_settings(self) -> "ServerLog":
+        """Pick the server start-up whose settings govern most of the window's Decode lines (a
+        log may hold restarts with other flags) and read its config and limits."""
+        config, n_cfg = _in_effect(self.intervals, self.configs)
+        mtn, n_mtn = _in_effect(self.intervals, self.startup.filter(pl.col("kind") == "max_total_num_tokens"))
+        kv, _ = _in_effect(self.intervals, self.startup.filter(pl.col("kind") == "kv_cache"))
+        if isinstance(config.get("args"), str):
+            try:
+                config["args"] = json.loads(config["args"])
+            except ValueError:
+                pass
+        self.config = config
+        self.limits = {
+            "max_total_num_tokens": mtn.get("max_total_num_tokens") or kv.get("kv_tokens") or config.get("max_total_tokens"),
+            "max_running_requests": mtn.get("max_running_requests") or config.get("max_running_requests"),
+            "chunked_prefill_size": mtn.get("chunked_prefill_size") or config.get("chunked_prefill_size"),
+            "context_len": mtn.get("context_len"),
+        }
+        self.limits["max_total_num_tokens_estimated"] = (
+            None if self.limits["max_total_num_tokens"] else _pool_from_usage(self.intervals))
+        self.startups_in_window = max(n_cfg, n_mtn)
+        return self
+
+
+def _pool_from_usage(iv: pl.DataFrame) -> int | None:
+    """Without the start-up line, the pool size is #token ÷ token usage (usage is printed with
+    two decimals, so only lines with usage ≥ 0.10 give it to within 5 %)."""
+    ok = iv.filter((pl.col("token_usage") >= 0.10) & (pl.col("token") > 0))
+    if ok.height == 0:
+        return None
+    return int((ok.get_column("token") / ok.get_column("token_usage")).median())
+
+
+def _in_effect(iv: pl.DataFrame, rows: pl.DataFrame) -> tuple[dict, int]:
+    """The row of `rows` (start-up lines) in effect for most Decode lines of `iv` — the latest
+    one at or before each line — and how many distinct rows are in effect; ({}, 0) if none."""
+    if rows.height == 0:
+        return {}, 0
+    rows = rows.with_row_index("_row").sort("ts", nulls_last=True)
+    lines = iv.select("ts").drop_nulls().sort("ts")
+    hit = lines.join_asof(rows.drop_nulls("ts").select("ts", "_row"), on="ts", strategy="backward",
+                          check_sortedness=False).get_column("_row").drop_nulls()
+    if len(hit) == 0:  # no timestamps to go by, or every line precedes every start-up
+        return rows.row(0, named=True), 1
+    counts = hit.value_counts(sort=True)
+    best = counts.row(0)[0]
+    return rows.filter(pl.col("_row") == best).row(0, named=True), counts.height
 
 
 def _count_between(intervals: pl.DataFrame, lines: pl.DataFrame, value: str, prefix: str) -> pl.DataFrame:
@@ -93,25 +155,15 @@ def _first(df: pl.DataFrame, col: str):
 
 def load_server_log(store: Store) -> ServerLog:
     """Everything diagnose needs, from the whole store."""
-    decode = store.read("decode")
+    # only the columns used: a large store's tables are wide
+    decode = store.scan("decode").select(DECODE_COLUMNS).collect()
     if decode.height == 0:
         raise NoDecodeData("the store has no Decode lines")
-    config_df = store.read("config").sort("file_id", "line_no")
-    config = config_df.row(0, named=True) if config_df.height else {}
-    if config.get("args"):
-        try:
-            config["args"] = json.loads(config["args"])
-        except (TypeError, ValueError):
-            pass
-    n = int(config.get("decode_log_interval") or DEFAULT_DECODE_LOG_INTERVAL)
-    events = store.read("events")
-    mtn = events.filter(pl.col("kind") == "max_total_num_tokens")
-    limits = {
-        "max_total_num_tokens": _first(mtn, "max_total_num_tokens") or _first(events.filter(pl.col("kind") == "kv_cache"), "kv_tokens"),
-        "max_running_requests": _first(mtn, "max_running_requests") or config.get("max_running_requests"),
-        "chunked_prefill_size": _first(mtn, "chunked_prefill_size") or config.get("chunked_prefill_size"),
-        "context_len": _first(mtn, "context_len"),
-    }
+    configs = store.read("config").sort("ts", "file_id", "line_no")
+    # one interval length for the whole log (the flag rarely changes between restarts)
+    n = int(_first(configs, "decode_log_interval") or DEFAULT_DECODE_LOG_INTERVAL)
+    events = store.scan("events").filter(pl.col("kind").is_in(EVENT_KINDS)).select(EVENT_COLUMNS).collect()
+    startup = events.filter(pl.col("kind").is_in(["max_total_num_tokens", "kv_cache"]))
 
     iv = decode_intervals(decode, decode_log_interval=n, events=events)
     # hybrid pools print `#full token` / `#gpu token` instead of `#token`: the full-KV pool
@@ -123,15 +175,18 @@ def load_server_log(store: Store) -> ServerLog:
     iv = iv.sort("file_id", "stream", "line_no").with_columns(
         prev_running=pl.col("running_req").shift(1).over("file_id", "stream"),
         prev_graph=pl.col("cuda_graph").shift(1).over("file_id", "stream"))
-    prefill = store.read("prefill").with_columns(rank_key=_stream_of_line())
+    prefill = store.scan("prefill").select(PREFILL_COLUMNS).collect().with_columns(rank_key=_stream_of_line())
     retractions = events.filter(pl.col("kind") == "retraction").with_columns(rank_key=_stream_of_line())
     iv = _count_between(iv, prefill, "new_token", "prefill")
     iv = _count_between(iv, retractions, "retracted_reqs", "retraction")
     iv = _with_fit_columns(iv, n)
 
+    # intervals.py leaves busy_s negative where a line's reconstructed interval is (lines too
+    # dense for their logged rate): such a line speaks for no time at all
+    iv = iv.with_columns(pl.col("busy_s").clip(lower_bound=0.0).fill_null(0.0))
     iv = iv.drop("token_usage").rename({"usage": "token_usage"}).sort("ts", "file_id", "line_no")
-    return ServerLog(intervals=iv, prefill=prefill, retractions=retractions, config=config,
-                     limits=limits, decode_log_interval=n, window=_covered(iv))
+    return ServerLog(intervals=iv, prefill=prefill, retractions=retractions, configs=configs, startup=startup,
+                     decode_log_interval=n, window=_covered(iv)).with_settings()
 
 
 def _covered(iv: pl.DataFrame) -> dict:

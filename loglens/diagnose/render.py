@@ -45,6 +45,9 @@ def _observed(report: dict, console: Console) -> None:
         f"at most {o['max_running_requests']}. The server allows up to {num(lim.get('server_batch_limit'))} "
         f"(max_running_requests {num(lim.get('max_running_requests'))}, KV room for ≈{num(lim.get('kv_capacity_requests'))} "
         f"at {num(o.get('tokens_per_request'))} tokens each).")
+    if (lim.get("startups_in_window") or 0) > 1:
+        console.print(f"Caution: the window spans {lim['startups_in_window']} server start-ups; the limits and flags "
+                      "quoted are those of the one behind most Decode lines.")
     if report.get("bench"):
         b = report["bench"]
         prompts = f"{b['num_prompts']} prompts, " if b.get("num_prompts") else ""

@@ -111,7 +111,8 @@ def _observed(ctx: Context) -> dict:
 def _limits(ctx: Context) -> dict:
     cfg = ctx.log.config
     out = {k: v for k, v in ctx.log.limits.items()}
-    out.update(kv_capacity_requests=ctx.kv_capacity_reqs, server_batch_limit=ctx.server_batch_limit)
+    out.update(kv_capacity_requests=ctx.kv_capacity_reqs, server_batch_limit=ctx.server_batch_limit,
+               startups_in_window=ctx.log.startups_in_window)
     for key in ("tp_size", "dp_size", "disable_cuda_graph", "cuda_graph_max_bs", "mem_fraction_static", "model_path"):
         out[key] = cfg.get(key)
     return out
