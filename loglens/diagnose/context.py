@@ -90,22 +90,24 @@ def fit_from_intervals(iv: pl.DataFrame, steps_per_interval: int) -> StepModel:
     cost.  When prefills touch nearly every interval (steady arrivals), those intervals are
     used too, with the prefill batches and tokens inside them as extra terms."""
     clean = iv.filter(pl.col("fit_excluded").is_null())
-    eager = clean.get_column("cuda_graph").not_().cast(pl.Float64).fill_null(float("nan"))
     model = None
     if clean.height >= MIN_CLEAN_INTERVALS:
-        model = fit_step_model(clean["batch"].to_numpy(), clean["step_ms"].to_numpy(),
-                               eager=eager.to_numpy() if eager.null_count() == 0 and eager.is_not_nan().all() else None)
+        model = fit_step_model(clean["batch"].to_numpy(), clean["step_ms"].to_numpy(), eager=_eager(clean))
         if model.identifiable:
             return model
     rows = iv.filter(pl.col("fit_excluded").is_null() | (pl.col("fit_excluded") == "prefill_inside"))
     if rows.height <= clean.height:
-        return model or fit_step_model(clean["batch"].to_numpy(), clean["step_ms"].to_numpy())
-    eager = rows.get_column("cuda_graph").not_().cast(pl.Float64)
-    return fit_step_model(rows["batch"].to_numpy(), rows["step_ms"].to_numpy(),
-                          eager=eager.to_numpy() if eager.null_count() == 0 else None,
+        return model or fit_step_model(clean["batch"].to_numpy(), clean["step_ms"].to_numpy(), eager=_eager(clean))
+    return fit_step_model(rows["batch"].to_numpy(), rows["step_ms"].to_numpy(), eager=_eager(rows),
                           prefill_batches=rows["prefill_lines"].to_numpy(),
                           prefill_tokens=rows["prefill_new_token"].to_numpy(),
                           steps_per_interval=steps_per_interval)
+
+
+def _eager(rows: pl.DataFrame):
+    """Per interval, True when it ran without a CUDA graph; None when the log has no graph flag."""
+    graph = rows.get_column("cuda_graph")
+    return None if graph.null_count() else (~graph).to_numpy()
 
 
 def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: str = "") -> Context:
@@ -120,7 +122,8 @@ def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: 
     per_stream = per_stream.filter(pl.col("s") > 0)
     decode_tok_s = float((per_stream["tok"] / per_stream["s"]).sum()) if per_stream.height else None
     batch_mean = float(per_stream["b"].mean()) if per_stream.height else None
-    t0 = iv.get_column("window_start").min() or iv.get_column("ts").min()
+    # a first line's window reaches back to the scheduler's start-up: count from the samples
+    t0 = samples.get_column("window_start").min() or iv.get_column("ts").min()
     span = (iv.get_column("ts").max() - t0).total_seconds() if t0 is not None else 0.0
 
     held = iv.filter((pl.col("running_req") > 0) & pl.col("token").is_not_null())

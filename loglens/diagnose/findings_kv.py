@@ -100,7 +100,9 @@ def kv_cache_findings(ctx: Context) -> list[Finding]:
                 f"Try: more KV memory (--mem-fraction-static{_now(ev['mem_fraction_static'])}), a smaller model footprint "
                 "(FP8 KV cache, more TP), or shorter contexts. It would be wrong if the queue also forms with the pool "
                 "nearly empty (then a request cap is the limit), or if retractions stop while throughput stays the same.")
-        return [Finding("kv_cache_limiting", severity_for(cost, ctx.decode_tok_s, floor="medium"), ev, text, cost,
+        # a retraction or two with hardly any waiting is a sign, not yet a limit
+        floor = "medium" if kv_share >= QUEUE_SHARE_MIN else "low"
+        return [Finding("kv_cache_limiting", severity_for(cost, ctx.decode_tok_s, floor=floor), ev, text, cost,
                         "throughput of the running batch plus the waiting requests, minus that of the running batch, "
                         "by the fitted step model, over the time they waited", "The KV cache limits the batch size")]
     # an exoneration needs a little history, and a pool that would hold at least twice the batch
