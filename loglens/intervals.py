@@ -57,13 +57,17 @@ _REASONS = {0: None, 1: "first_line", 2: "after_startup", 3: "after_flush", 4: "
 
 
 def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: int = 40,
-                     events: pl.DataFrame | None = None) -> pl.DataFrame:
+                     events: pl.DataFrame | None = None, prefill: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per Decode line of each DP stream (duplicate TP/PP ranks dropped), with
     `interval_s`, `tokens`, `window_end` (the reconstructed time of the line, ts + a sub-second
     offset), `window_start` (= window_end − interval_s), `busy_s` (the part of the interval the
     stream was decoding: all of it, or for a line after idle / start-up / a flush its
     neighbours' typical interval) and `is_sample` / `not_sample_reason`.  Rows are sorted by
-    file_id, stream, line_no.  See the module docstring for the method and its error."""
+    file_id, stream, line_no.  See the module docstring for the method and its error.
+
+    `prefill` (optional, the prefill table's rows for the same lines) refines the model: each
+    Prefill line between two Decode lines samples the batch inside the window (its
+    `#running-req` plus its `#new-seq`, which join the batch)."""
     if isinstance(decode, pl.LazyFrame):
         decode = decode.collect()
     df = _one_row_per_stream_line(decode)
@@ -77,6 +81,7 @@ def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: i
         part = df if keys.height == 1 else df.filter((pl.col("file_id") == file_id) & (pl.col("stream") == stream))
         part = part if part["line_no"].is_sorted() else part.sort("line_no")
         part = _mark_boundaries(part, bounds.get(file_id, {}))
+        part = _batch_samples(part, prefill, file_id, stream)
         parts.append(_reconstruct(part, decode_log_interval).select(OUTPUT_COLUMNS))
     return pl.concat(parts)
 
@@ -167,6 +172,34 @@ def _mark_boundaries(part: pl.DataFrame, bounds: dict[str, np.ndarray]) -> pl.Da
     return part.with_columns(**{k: v.alias(k) for k, v in cols.items()})
 
 
+def _batch_samples(part: pl.DataFrame, prefill: pl.DataFrame | None, file_id: str, stream: str) -> pl.DataFrame:
+    """`_pf_n`, `_pf_sum`, `_pf_empty`: how many Prefill lines fall inside each Decode line's
+    window (by line number), the sum of the batch each leaves behind (`#running-req` +
+    `#new-seq`), and whether one found no running request."""
+    zeros = part.with_columns(_pf_n=pl.lit(0, pl.Int64), _pf_sum=pl.lit(0.0), _pf_empty=pl.lit(False))
+    if prefill is None or prefill.height == 0 or "running_req" not in prefill.columns:
+        return zeros
+    pf = prefill.select(
+        _col(prefill, "file_id", pl.String).fill_null(_col(prefill, "source", pl.String)).fill_null(""),
+        pl.coalesce(pl.format("DP{}", _col(prefill, "dp_rank", pl.Int32)), pl.format("GPU{}", _col(prefill, "gpu", pl.Int32)),
+                    pl.lit("main")).alias("stream"),
+        _col(prefill, "tp_rank", pl.Int32).fill_null(-1).alias("tp"),
+        pl.col("line_no").cast(pl.Int64),
+        (_col(prefill, "running_req", pl.Float64) + _col(prefill, "new_seq", pl.Float64).fill_null(0.0)).alias("b"),
+        (_col(prefill, "running_req", pl.Float64) == 0).alias("empty"),
+    ).filter((pl.col("file_id") == file_id) & (pl.col("stream") == stream) & pl.col("b").is_not_null())
+    pf = pf.filter(pl.col("tp") == pl.col("tp").min()).sort("line_no")  # TP copies of one line
+    if pf.height == 0:
+        return zeros
+    lines = pf["line_no"].to_numpy()
+    cum = np.concatenate([[0.0], np.cumsum(pf["b"].to_numpy())])
+    cum_empty = np.concatenate([[0], np.cumsum(pf["empty"].fill_null(False).to_numpy())])
+    before = np.searchsorted(lines, part["line_no"].to_numpy())
+    prev = np.concatenate([before[:1], before[:-1]])
+    return part.with_columns(_pf_n=pl.Series(before - prev, dtype=pl.Int64), _pf_sum=pl.Series(cum[before] - cum[prev]),
+                             _pf_empty=pl.Series(cum_empty[before] - cum_empty[prev] > 0))
+
+
 def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     n = df.height
     run = df["running_req"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -178,6 +211,13 @@ def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     # average of the batches at both ends (the previous line's and this one's) than to either.
     prev_run = np.concatenate([[np.nan], run[:-1]])
     batch = np.where(np.isnan(prev_run), run, (run + prev_run) / 2)
+    # batches seen by Prefill lines inside the window refine the two-point mean
+    # (a Prefill line with no running request: the batch had emptied, the previous line's batch
+    # does not describe the steps after it)
+    n_samples = df["_pf_n"].to_numpy()
+    use_prev = ~np.isnan(prev_run) & ~df["_pf_empty"].to_numpy()
+    sampled = (np.where(use_prev, prev_run, 0.0) + run + df["_pf_sum"].to_numpy()) / (use_prev + 1 + n_samples)
+    batch = np.where(n_samples > 0, sampled, batch)
     with np.errstate(divide="ignore", invalid="ignore"):
         model = log_interval * batch * accept / gen
     model[~(np.isfinite(model) & (model > 0))] = np.nan

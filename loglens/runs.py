@@ -66,6 +66,9 @@ class Segment:
     deprecation: bool
     warmup_count: int  # POSTs before the burst taken as the client warmup (0: none seen)
     warmup_pause_s: float | None
+    #: without a server-info call one segment may hold several runs: the POSTs that follow a
+    #: warmup-like cluster after a pause of ≥ 3 s, where a run may start
+    candidates: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -175,10 +178,10 @@ def find_segments(store: Store, file_id: str | None = None) -> list[Segment]:
                .join(strong, on="seg", how="left"))
     out = []
     for row in per_seg.iter_rows(named=True):
-        if row["end_s"] is None and row["w_all"] and len(row["w_all"]) > 1:
-            out += _split_unanchored(row)  # an old client (no server-info call): one segment, many runs
-            continue
-        out.append(_segment(row, 0, len(row["s"]), row["w_cluster"], row["w_pause"]))
+        seg = _segment(row, 0, len(row["s"]), row["w_cluster"], row["w_pause"])
+        clusters = row["cluster"]
+        seg.candidates = [clusters.index(c + 1) for c in (row["w_all"] or []) if c + 1 in clusters]
+        out.append(seg)
     return out
 
 
@@ -194,17 +197,27 @@ def _segment(row: dict, lo: int, hi: int, w_cluster: int | None, w_pause: float 
                    warmup, w_pause if warmup else None)
 
 
-def _split_unanchored(row: dict) -> list[Segment]:
-    starts = [row["cluster"].index(c) for c in row["w_all"]]
-    bounds = ([0] if starts[0] > 0 else []) + starts + [len(row["s"])]
+def split_segment(seg: Segment) -> list[Segment]:
+    """A segment without a server-info call, cut before each warmup candidate (old clients)."""
+    if seg.end_s is not None or len(seg.candidates) < 2:
+        return [seg]
+    starts = sorted(seg.candidates)
     out = []
-    for lo, hi in zip(bounds, bounds[1:]):
-        c = row["cluster"][lo]
-        is_warmup = c in row["w_all"]
-        pause = (row["s"][row["cluster"].index(c + 1)] - row["s"][row["cluster"].index(c + 1) - 1]
-                 if is_warmup and c + 1 in row["cluster"] else None)
-        out.append(_segment(row, lo, hi, c if is_warmup else None, pause))
+    for i, k in enumerate(starts):
+        lo = _cluster_start(seg, k)
+        hi = _cluster_start(seg, starts[i + 1]) if i + 1 < len(starts) else len(seg.post_s)
+        warm = k - lo
+        out.append(Segment(seg.file_id, seg.source, seg.endpoint, seg.post_s[lo:hi], seg.post_lines[lo:hi],
+                           None, None, None, None, False, warm, seg.post_s[k] - seg.post_s[k - 1] if warm else None))
     return out
+
+
+def _cluster_start(seg: Segment, k: int) -> int:
+    """First POST of the warmup cluster before POST k (POSTs under 1 s apart)."""
+    i = k - 1
+    while i > 0 and seg.post_s[i] - seg.post_s[i - 1] < 1.0:
+        i -= 1
+    return max(i, 0)
 
 
 def run_from_segment(seg: Segment, index: int, burst_from: int | None = None) -> Run:
@@ -247,7 +260,8 @@ def detect_runs(store: Store, file_id: str | None = None, with_decode: bool = Tr
     without access lines (only the scheduler's stderr captured), the bursts of decode activity."""
     from loglens.reconcile.activity import annotate_decode_activity, decode_bursts  # avoids an import cycle
 
-    runs = [run_from_segment(seg, i) for i, seg in enumerate(run_segments(store, file_id))]
+    segs = [part for seg in run_segments(store, file_id) for part in split_segment(seg)]
+    runs = [run_from_segment(seg, i) for i, seg in enumerate(segs)]
     if not runs:
         return decode_bursts(store, file_id)
     if with_decode:

@@ -47,22 +47,46 @@ def decode_log_interval(store: Store, file_id: str | None) -> int:
 
 def load_activity(store: Store, start_s: float, end_s: float, file_id: str | None = None,
                   margin_s: float = MARGIN_S) -> Activity:
-    lo, hi = start_s - margin_s, end_s + margin_s
-    dec = _ts_range(store.scan("decode").select(DECODE_COLUMNS), lo, hi)
-    ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs")
-    ev = _ts_range(ev.filter(pl.col("kind").is_in(["server_args", "cache_flush", "retraction"])), lo, hi)
-    pre = _ts_range(store.scan("prefill").select("file_id", "line_no", "ts", "dp_rank", "tp_rank", "gpu", "new_token"), lo, hi)
-    if file_id:
-        dec, ev, pre = (f.filter(pl.col("file_id") == file_id) for f in (dec, ev, pre))
-    dec, ev, pre = pl.collect_all([dec, ev, pre])
+    """Decode lines (with intervals, prefill counts, refined busy time), retractions and the
+    decode-log interval around [start, end].  The margin before the start widens (×20 each time)
+    until every stream has lines before the start: the first line of a run after a long idle
+    gap needs its predecessor, or its interval would be unknowable."""
+    first_ts = None
+    before = margin_s
+    while True:
+        lo, hi = start_s - before, end_s + margin_s
+        dec = _ts_range(store.scan("decode").select(DECODE_COLUMNS), lo, hi)
+        ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs")
+        ev = _ts_range(ev.filter(pl.col("kind").is_in(["server_args", "cache_flush", "retraction"])), lo, hi)
+        pre = _ts_range(store.scan("prefill").select("file_id", "line_no", "ts", "dp_rank", "tp_rank", "gpu",
+                                                     "new_token", "new_seq", "running_req"), lo, hi)
+        if file_id:
+            dec, ev, pre = (f.filter(pl.col("file_id") == file_id) for f in (dec, ev, pre))
+        dec, ev, pre = pl.collect_all([dec, ev, pre])
+        if _enough_before(dec, start_s):
+            break
+        if first_ts is None:
+            first_ts = store.scan("decode").select(pl.col("ts").min()).collect().item()
+        if first_ts is None or to_datetime(lo) <= first_ts:
+            break
+        before *= 20
     interval = decode_log_interval(store, file_id)
-    iv = decode_intervals(dec, interval, events=ev)
+    iv = decode_intervals(dec, interval, events=ev, prefill=pre)
     iv = refine_busy(_with_prefill_counts(iv, pre), interval)  # edges.py
     iv = iv.with_columns(
         _end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6,
     ).with_columns(_busy_start_s=pl.col("_end_s") - pl.col("busy_s"), _start_s=pl.col("_end_s") - pl.col("interval_s"))
     retr = ev.filter(pl.col("kind") == "retraction").select("ts", "retracted_reqs")
     return Activity(iv, retr, interval)
+
+
+def _enough_before(dec: pl.DataFrame, start_s: float) -> bool:
+    """Every DP stream in `dec` has at least two lines before the start."""
+    if dec.height == 0:
+        return False
+    key = pl.coalesce(pl.col("dp_rank").cast(pl.String), pl.col("gpu").cast(pl.String), pl.lit("main"))
+    counts = dec.group_by(key.alias("_s")).agg((pl.col("ts") < to_datetime(start_s)).sum().alias("n"))
+    return bool((counts["n"] >= 2).all())
 
 
 def _with_prefill_counts(iv: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:

@@ -40,16 +40,31 @@ class Alignment:
     warnings: list[str] = field(default_factory=list)
     segment: Segment | None = None
     burst_from: int | None = None  # index of the first measured POST in the segment
+    requests: int | None = None  # measured POSTs from there
+
+    @property
+    def warmup_requests(self) -> int:
+        return _warmup_count(self.segment, self.burst_from) if self.segment is not None and self.burst_from else 0
 
     def to_dict(self) -> dict:
         d = {"method": self.method, "confidence": round(self.confidence, 2), "evidence": self.evidence}
         if self.segment is not None and self.burst_from is not None:
             seg = self.segment
             d.update(source=seg.source, file_id=seg.file_id, endpoint=seg.endpoint,
-                     requests=len(seg.post_s) - self.burst_from, warmup_requests=self.burst_from,
+                     requests=self.requests, warmup_requests=self.warmup_requests,
                      first_request_line=seg.post_lines[self.burst_from], end_line=seg.end_line,
                      end_anchor=f"GET {seg.end_path}" if seg.end_path else "last request")
         return d
+
+
+def _warmup_count(seg: Segment, k: int) -> int:
+    """POSTs of the cluster (under 1 s apart) just before POST k: the warmup; 0 if none."""
+    if k <= 0:
+        return 0
+    i = k - 1
+    while i > 0 and seg.post_s[i] - seg.post_s[i - 1] < 1.0:
+        i -= 1
+    return k - i
 
 
 def request_counts(rec) -> list[int]:
@@ -64,23 +79,44 @@ def request_counts(rec) -> list[int]:
     return out
 
 
-def _burst_for(rec, seg: Segment) -> tuple[int, str, float]:
-    """(index of the first measured POST, how it was chosen, count score)."""
+def _burst_for(rec, seg: Segment) -> tuple[int, int, str, float]:
+    """(index of the first measured POST, requests, how it was chosen, count score) for a
+    segment that ends with a server-info call: the measured requests are its last N POSTs."""
     p = len(seg.post_s)
     for n in request_counts(rec):
         if n > p:
             continue
         k = p - n
         if k == 0:
-            return 0, f"all {n} POST {seg.endpoint} of the segment = the record's requests (no warmup seen)", 0.3
+            return 0, n, f"all {n} POST {seg.endpoint} of the segment = the record's requests (no warmup seen)", 0.3
         pause = seg.post_s[k] - seg.post_s[k - 1]
         if pause >= 1.0:
-            return k, (f"the last {n} POST {seg.endpoint} = the record's requests, after {k} earlier request(s) "
-                       f"and a {pause:.0f} s pause (the warmup)"), 0.45
+            return k, n, (f"the last {n} POST {seg.endpoint} = the record's requests, after {k} earlier request(s) "
+                          f"and a {pause:.0f} s pause (the warmup)"), 0.45
     n_seg = p - seg.warmup_count
     want = request_counts(rec)[0] if request_counts(rec) else None
     closeness = max(0.0, 1 - abs(n_seg - want) / want) if want else 0.0
-    return seg.warmup_count, f"{n_seg} POST {seg.endpoint} after the warmup, the record has {want}", 0.2 * closeness
+    return seg.warmup_count, n_seg, f"{n_seg} POST {seg.endpoint} after the warmup, the record has {want}", 0.2 * closeness
+
+
+def _burst_from(rec, seg: Segment, k: int) -> tuple[int, str, float]:
+    """(requests, how, count score + end evidence) for a run starting at POST k of a segment
+    without a server-info call (an old client): N POSTs from k, then a pause, and the next run's
+    requests (if any) only after this one's duration."""
+    p, d = len(seg.post_s), rec.duration or 0.0
+    for n in request_counts(rec):
+        if k + n > p:
+            continue
+        after = seg.post_s[k + n] if k + n < p else None
+        if after is not None and after - seg.post_s[k + n - 1] < 1.0:
+            continue
+        sc = 0.45 if k > 0 else 0.3
+        how = f"{n} POST {seg.endpoint} after a warmup pause"
+        if after is None or after >= seg.post_s[k] + d - 1.0:
+            sc += 0.2
+            how += ", and nothing else until the duration had passed"
+        return n, how, sc
+    return min(p - k, request_counts(rec)[0] if request_counts(rec) else p - k), "request count does not match", 0.0
 
 
 def place(seg: Segment, k: int, duration: float) -> tuple[float, float, list[str], list[str]]:
@@ -112,38 +148,51 @@ def place(seg: Segment, k: int, duration: float) -> tuple[float, float, list[str
     return start, start + duration, evidence, warnings
 
 
-def score(rec, seg: Segment) -> tuple[float, int, list[str]]:
-    k, how, s = _burst_for(rec, seg)
+def score(rec, seg: Segment, k_fixed: int | None = None) -> tuple[float, int, int, list[str]]:
+    """(score 0..1, first measured POST, requests, evidence) of a record against a segment (or a
+    run start `k_fixed` inside an unanchored one)."""
+    if k_fixed is None:
+        k, n, how, s = _burst_for(rec, seg)
+    else:
+        k = k_fixed
+        n, how, s = _burst_from(rec, seg, k)
     evidence = [how]
     d = rec.duration or 0.0
-    first = seg.post_s[k]
+    first, last = seg.post_s[k], seg.post_s[min(k + n, len(seg.post_s)) - 1]
     if seg.end_s is not None and d > 0:
         span = seg.end_s - first
         diff = abs(span - d)
         s += 0.35 if diff <= 1.5 else 0.35 * max(0.0, 1 - (diff - 1.5) / max(5.0, 0.2 * d))
         evidence.append(f"server-info call {span:.0f} s after the first request, duration {d:.2f} s")
     elif d > 0:
-        span = seg.post_s[-1] - first
-        s += 0.15 if span <= d + 1 else 0.0
-        evidence.append(f"requests arrive over {span:.0f} s, duration {d:.2f} s")
+        s += 0.15 if last - first <= d + 1 else 0.0
+        evidence.append(f"requests arrive over {last - first:.0f} s, duration {d:.2f} s")
     want = BACKEND_ENDPOINTS.get(rec.backend or "")
     s += 0.05 if want is None else (0.1 if want == seg.endpoint else 0.0)
-    rate, n = rec.request_rate, len(seg.post_s) - k
+    rate = rec.request_rate
     if rate and math.isfinite(rate) and not rec.max_concurrency and n > 2:
-        ratio = (seg.post_s[-1] - first) / ((n - 1) / rate)
+        ratio = (last - first) / ((n - 1) / rate)
         s += 0.1 if 0.4 <= ratio <= 2.5 else 0.0
-        evidence.append(f"arrivals over {seg.post_s[-1] - first:.0f} s at {rate:g} req/s")
+        evidence.append(f"arrivals over {last - first:.0f} s at {rate:g} req/s")
     else:
         s += 0.05
-    return min(s, 1.0), k, evidence
+    return min(s, 1.0), k, n, evidence
 
 
 def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
-    """One alignment (or None) per record, in order, matched monotonically to segments."""
-    segs = [s for s in segments if s.endpoint in GEN_ENDPOINTS]
-    table = [[score(r, s) for s in segs] for r in records]
+    """One alignment (or None) per record, in order, matched monotonically to runs in the log:
+    a segment ending with a server-info call is one run; one without (old clients) may hold a
+    run at each of its warmup candidates."""
+    slots = []
+    for seg in (s for s in segments if s.endpoint in GEN_ENDPOINTS):
+        if seg.end_s is None and seg.candidates:
+            slots += [(seg, k) for k in seg.candidates]
+        else:
+            slots.append((seg, None))
+    slots.sort(key=lambda sk: sk[0].post_s[sk[1] or 0])
+    table = [[score(r, seg, k) for seg, k in slots] for r in records]
     picks = _monotone_match(table, MIN_SCORE)
-    return [None if j is None else _alignment(records[i], segs[j], table[i][j], j, len(segs), [t[0] for t in table[i]])
+    return [None if j is None else _alignment(records[i], slots[j][0], table[i][j], j, len(slots), [t[0] for t in table[i]])
             for i, j in enumerate(picks)]
 
 
@@ -200,7 +249,7 @@ def align_bursts(records: list, bursts: list) -> list[Alignment | None]:
 
 
 def _alignment(rec, seg: Segment, scored, j: int, m: int, row: list[float]) -> Alignment:
-    sc, k, evidence = scored
+    sc, k, n, evidence = scored
     start, end, ev2, warnings = place(seg, k, rec.duration)
     others = sorted((x for jj, x in enumerate(row) if jj != j), reverse=True)
     confidence = sc
@@ -209,7 +258,7 @@ def _alignment(rec, seg: Segment, scored, j: int, m: int, row: list[float]) -> A
         warnings.append(f"another run in the log scores almost as well ({others[0]:.2f} vs {sc:.2f}): "
                         f"the order of records in the file decided; pass --start/--end if this is wrong")
     evidence = evidence + ev2 + [f"record {rec.index + 1} ↔ run {j + 1} of {m} in the log"]
-    return Alignment(start, end, "access log", confidence, evidence, warnings, seg, k)
+    return Alignment(start, end, "access log", confidence, evidence, warnings, seg, k, n)
 
 
 def manual(start_s: float | None, end_s: float | None, duration: float) -> Alignment:

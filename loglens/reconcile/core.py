@@ -62,7 +62,7 @@ def _one(store: Store, rec, al: Alignment | None, quote: float | None, segments:
     act = load_activity(store, al.start_s, al.end_s, file_id)
     prev_end = _previous_run_end(al, segments)
     intervals = split_edges(act.intervals, al.start_s, al.end_s, act.decode_log_interval, prev_end,
-                            al.burst_from or 0)
+                            al.warmup_requests)
     acc = account(intervals, al.start_s, al.end_s, act.retractions)
     if acc.lines == 0 or acc.decode_tokens <= 0:
         return Failure(info, f"no Decode lines inside the window {to_datetime(al.start_s).isoformat()} → "
@@ -101,7 +101,9 @@ def _other_requests(store: Store, al: Alignment, file_id: str | None) -> int:
     if file_id:
         http = http.filter(pl.col("file_id") == file_id)
     n = http.filter(pl.col("path").str.split("?").list.first().is_in(GEN_ENDPOINTS)).select(pl.len()).collect().item()
-    measured = sum(1 for s in al.segment.post_s[al.burst_from or 0:] if al.start_s - 1 <= s <= al.end_s)
+    k = al.burst_from or 0
+    burst = al.segment.post_s[k:k + al.requests] if al.requests else al.segment.post_s[k:]
+    measured = sum(1 for s in burst if al.start_s - 1 <= s <= al.end_s)
     return max(0, n - measured)
 
 

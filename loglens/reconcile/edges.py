@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 WARMUP_DECODE_TOKENS = 31  # a client warmup request: output_len = min(dataset output_len, 32)
+SERVER_WARMUP_DECODE_TOKENS = 7  # the server's own warmup at start-up: max_new_tokens=8
 IDLE_REASONS = ("idle_gap", "first_line", "after_startup", "after_flush")
 
 
@@ -87,41 +88,46 @@ def split_edges(iv: pl.DataFrame, start_s: float, end_s: float, log_interval: in
     """Split the lines at the window's edges (per stream); rows get `_logged` (False for parts
     that are not a line logged inside the window).
 
-    Head — the line straddling the start: if it spans an idle gap, what it holds from before
-    is the previous activity's tail (`tail_tokens` up to `prev_end_s`, the previous run's end
-    when known) plus the client's warmup (≤ 31 decode tokens per warmup request); otherwise the
-    steps that fit before the start at the previous line's batch and pace.
+    Head — the line straddling the start: if it spans an idle gap,
+    what it holds from before is the previous activity's tail (`tail_tokens` up to
+    `prev_end_s`, the previous run's end when known), the client's warmup (≤ 31 decode tokens
+    per warmup request, shared among DP streams) and, after start-up, the server's own warmup
+    (7); otherwise the steps that fit before the start at the previous line's batch and pace.
     Tail — after the window's last line: `tail_tokens` up to the end, taken from the next line
     (whose tokens shrink by as much) when that one's busy part lies after the window."""
     iv = iv.with_columns(_logged=pl.lit(True))
     if iv.height == 0:
         return iv
     parts = []
+    streams = iv.select("file_id", "stream").unique().height
+    # the warmup went to one DP rank, which one the log does not say: share it out
+    warmup_tokens = warmup_requests * WARMUP_DECODE_TOKENS / streams
     for _, part in iv.group_by(["file_id", "stream"], maintain_order=True):
-        part = _head(part, start_s, log_interval, prev_end_s, warmup_requests)
+        part = _head(part, start_s, log_interval, prev_end_s, warmup_tokens)
         parts.append(_tail(part, start_s, end_s, log_interval))
     return pl.concat(parts, how="vertical_relaxed")
 
 
 def _head(part: pl.DataFrame, start_s: float, log_interval: int, prev_end_s: float | None,
-          warmup_requests: int) -> pl.DataFrame:
+          warmup_tokens: float) -> pl.DataFrame:
     begin, end = part["_start_s"].to_numpy(), part["_end_s"].to_numpy()
     straddle = np.flatnonzero((begin < start_s) & (end > start_s))
     if straddle.size == 0 or straddle[0] == 0:
-        return part
+        return part  # the stream's first line: its tokens are a model guess, spread over its busy part
     i = int(straddle[0])
     line, prev = part.row(i, named=True), part.row(i - 1, named=True)
     if not line["tokens"] or line["tokens"] <= 0:
         return part
-    accept = prev["accept_len"] or 1.0
     if line["not_sample_reason"] in IDLE_REASONS:
-        before = float(warmup_requests * WARMUP_DECODE_TOKENS)  # an output limit: drafts do not add
+        before = warmup_tokens
+        if line["not_sample_reason"] in ("first_line", "after_startup"):
+            before += SERVER_WARMUP_DECODE_TOKENS  # the server's own warmup request
         if prev_end_s is not None and prev_end_s > prev["_end_s"]:
             before += tail_tokens(prev, min(prev_end_s, start_s) - prev["_end_s"], log_interval)[0]
     else:
         step_s = (prev["interval_s"] or 0.0) / log_interval
         steps = min(log_interval, (start_s - line["_start_s"]) / step_s) if step_s > 0 else 0.0
-        before = steps * (prev["running_req"] or 0) * accept
+        before = steps * (prev["running_req"] or 0) * (prev["accept_len"] or 1.0)
     before = min(line["tokens"], before)
     inside_busy = min(line["busy_s"] or 0.0, line["_end_s"] - start_s)
     pre = {**line, "_end_s": start_s, "_busy_start_s": line["_start_s"], "interval_s": start_s - line["_start_s"],
