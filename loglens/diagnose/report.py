@@ -76,7 +76,7 @@ def _step_model(ctx: Context, predict_at: list[float]) -> dict:
         ("KV capacity at the observed tokens per request", ctx.kv_capacity_reqs),
         *[("requested", b) for b in predict_at],
     ]
-    out["predictions"] = [_prediction(ctx, label, b) for label, b in points if b]
+    out["predictions"] = sorted((_prediction(ctx, label, b) for label, b in points if b), key=lambda p: p["batch"])
     return out
 
 
