@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from loglens.cli import app
@@ -289,6 +291,39 @@ def test_limits_come_from_the_start_up_behind_most_decode_lines(tmp_path):
     r = diagnose(ingest_text(tmp_path, w.text()))
     assert r["limits"]["max_total_num_tokens"] == 900_000 and r["limits"]["max_running_requests"] == 512
     assert r["limits"]["startups_in_window"] == 2
+
+
+line_values = st.tuples(
+    st.integers(0, 300),  # running
+    st.floats(0.0, 5000.0, allow_nan=False),  # gen throughput (0: nonsense, must not break anything)
+    st.integers(0, 50),  # queue
+    st.floats(0.0, 1.0),  # usage
+    st.booleans(),  # graph
+    st.floats(0.0, 30.0),  # seconds since the previous line (0: several lines in one second)
+    st.integers(0, 1),  # DP rank
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(line_values, min_size=1, max_size=40), prefills=st.sets(st.integers(0, 39), max_size=8))
+def test_any_decode_lines_give_a_json_report_and_never_raise(tmp_path_factory, lines, prefills):
+    tmp = tmp_path_factory.mktemp("any")
+    w = LogWriter(dp_size=2)
+    t = T0 + timedelta(seconds=5)
+    for i, (run, gen, queue, usage, graph, gap, dp) in enumerate(lines):
+        t += timedelta(seconds=gap)
+        if i in prefills:
+            w.lines.append((t, f"[{stamp(t, True)} DP{dp} TP0] Prefill batch, #new-seq: 1, #new-token: 100, #cached-token: 0, "
+                               f"token usage: {usage:.2f}, #running-req: {run}, #queue-req: {queue}"))
+        w.lines.append((t, f"[{stamp(t, True)} DP{dp} TP0] Decode batch, #running-req: {run}, #token: {int(usage * 100_000)}, "
+                           f"token usage: {usage:.2f}, cuda graph: {graph}, gen throughput (token/s): {gen:.2f}, "
+                           f"#queue-req: {queue}"))
+    r = diagnose(ingest_text(tmp, w.text()))
+    json.dumps(r, allow_nan=False)
+    assert {"fixed_ms", "per_req_ms", "windows"} <= set(r["step_model"])
+    assert all(f["severity"] in ("high", "medium", "low", "info") for f in r["findings"])
+    costs = [f["est_cost_tok_s"] for f in r["findings"]]
+    assert all(c is None or c >= 0 for c in costs)
 
 
 # ---- the command ------------------------------------------------------------------------------

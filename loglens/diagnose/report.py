@@ -3,6 +3,7 @@ renders the same dict, so the two cannot disagree)."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, time
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ def diagnose(store: Store, *, start: datetime | time | None = None, end: datetim
     ctx = build_context(log, bench, bench_note)
     ctx.extras["fixed_share_of_decode_time"] = fixed_share_of_decode_time(ctx)
     findings = collect_findings(ctx)
-    return {
+    return _json_safe({
         "store": str(store.path),
         "window": {
             "start": _iso(log.window["start"]), "end": _iso(log.window["end"]),
@@ -47,7 +48,18 @@ def diagnose(store: Store, *, start: datetime | time | None = None, end: datetim
         "comparison": _comparison(ctx, full) if restricted else None,
         "bench": _bench(ctx),
         "findings": [f.as_dict() for f in findings],
-    }
+    })
+
+
+def _json_safe(obj):
+    """NaN and infinities (a degenerate log can produce them) become null: JSON has neither."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def _on_log_day(when: datetime | time | None, log: ServerLog) -> datetime | None:
