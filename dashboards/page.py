@@ -23,6 +23,7 @@ from loglens.dashboards.timeaxis import TimeAxis
 from loglens.dashboards.timeseries import cuda_graph_chart, gen_throughput_chart, requests_chart, token_usage_chart
 from loglens.dashboards.traffic import http_status_chart, input_throughput_chart, prefill_tokens_chart
 from loglens.dashboards.waterfall import waterfall_chart
+from loglens.reconcile.activity import decode_log_interval
 from loglens.schema import LINE_TABLES
 from loglens.store import Store
 
@@ -105,7 +106,7 @@ def build_dashboard(store: Store, bench: str | Path | None = None, max_points: i
         notes += found
     # the main panel and the batch panel both need every Decode line's window and whether it
     # is a throughput sample: reconstruct that once
-    samples = decode_samples(tables["decode"], tables["events"])
+    samples = decode_samples(tables["decode"], tables["events"], decode_log_interval(store, None))
     panels, axis = time_panels(tables["decode"], tables["prefill"], tables["http"], tables["events"],
                                runs, max_points, samples=samples)
     if axis.start is not None:

@@ -36,10 +36,12 @@ NOT_SAMPLE_WHY = {
 }
 
 
-def decode_samples(decode: pl.DataFrame | pl.LazyFrame, events: pl.DataFrame | pl.LazyFrame | None = None) -> pl.DataFrame:
+def decode_samples(decode: pl.DataFrame | pl.LazyFrame, events: pl.DataFrame | pl.LazyFrame | None = None,
+                   decode_log_interval: int = 40) -> pl.DataFrame:
     """loglens.intervals.decode_intervals of a decode table: one row per Decode line of each DP
     stream with its window and `is_sample`.  A frame that is already that (the page computes it
-    once for two panels) is returned as it is."""
+    once for two panels) is returned as it is.  `decode_log_interval`: decode steps between two
+    Decode lines (`--decode-log-interval`, 40 unless the server was started otherwise)."""
     if isinstance(decode, pl.DataFrame) and set(SAMPLE_COLUMNS) <= set(decode.columns):
         return decode
     present = lazy(decode).collect_schema().names()
@@ -51,7 +53,7 @@ def decode_samples(decode: pl.DataFrame | pl.LazyFrame, events: pl.DataFrame | p
             lazy(events).filter(pl.col("kind").is_in(_BOUNDARY_KINDS))
             .select("file_id", "source", "line_no", "kind", "message").collect()
         )
-    return decode_intervals(lazy(decode).select(wanted), events=boundaries).select(SAMPLE_COLUMNS)
+    return decode_intervals(lazy(decode).select(wanted), decode_log_interval, events=boundaries).select(SAMPLE_COLUMNS)
 
 
 def throughput_by_bucket(samples: pl.DataFrame, every: timedelta) -> pl.DataFrame:
