@@ -34,7 +34,9 @@ its window).  Tokens over a span are exact up to that time error × the local ge
 Lines without timestamps (releases before v0.2.14, or time-of-day only) get the model alone.
 
 `is_sample` is False when a line's value does not describe decode speed (not_sample_reason):
-`first_line` (no previous line of the stream: its window started at scheduler start-up),
+`first_line` (no previous line of the stream: its window started at scheduler start-up —
+when the scheduler's `max_total_num_tokens=` line is in `events`, the interval is measured from
+it, else the model's guess is kept),
 `after_startup` (a server start-up lies between it and the previous line), `after_flush`
 (`/flush_cache` reset the counters but not the clock), `idle_gap` (the window is ≥ 3× the median
 of the previous and the next two intervals, and ≥ 1 s longer: it spans an idle gap or a
@@ -147,13 +149,17 @@ def _boundary_lines(events: pl.DataFrame | None) -> dict[str, dict[str, np.ndarr
         return {}
     ev = events.select(
         _col(events, "file_id", pl.String).fill_null(_col(events, "source", pl.String)).fill_null(""),
-        pl.col("line_no").cast(pl.Int64), pl.col("kind"), _col(events, "message", pl.String))
+        pl.col("line_no").cast(pl.Int64), pl.col("kind"), _col(events, "message", pl.String),
+        (_col(events, "ts", pl.Datetime("us")).dt.epoch("us").cast(pl.Float64) / 1e6).alias("_s"))
     kinds = {"_startup": pl.col("kind") == "server_args",
-             "_flush": (pl.col("kind") == "cache_flush") & pl.col("message").str.contains("flushed successfully")}
+             "_flush": (pl.col("kind") == "cache_flush") & pl.col("message").str.contains("flushed successfully"),
+             # printed by the scheduler at the end of its init, when gen throughput's clock starts
+             "_init": pl.col("kind") == "max_total_num_tokens"}
     out: dict[str, dict[str, np.ndarray]] = {}
     for name, cond in kinds.items():
-        for (fid,), g in ev.filter(cond).group_by(["file_id"]):
-            out.setdefault(fid, {})[name] = np.sort(g["line_no"].to_numpy())
+        for (fid,), g in ev.filter(cond).sort("line_no").group_by(["file_id"], maintain_order=True):
+            out.setdefault(fid, {})[name] = g["line_no"].to_numpy()
+            out[fid][name + "_s"] = g["_s"].fill_null(np.nan).to_numpy()
     return out
 
 
@@ -162,13 +168,19 @@ def _mark_boundaries(part: pl.DataFrame, bounds: dict[str, np.ndarray]) -> pl.Da
     and the previous line of its stream (by line number: exact, unlike 1-s timestamps)."""
     line_no = part["line_no"].to_numpy()
     cols = {}
-    for name in ("_startup", "_flush"):
+    for name in ("_startup", "_flush", "_init"):
         lines = bounds.get(name)
         if lines is None or lines.size == 0:
             cols[name] = pl.repeat(False, part.height, eager=True)
             continue
         below = np.searchsorted(lines, line_no)  # events before each line
-        cols[name] = pl.Series(np.diff(below, prepend=below[0]) > 0)
+        crossed = np.diff(below, prepend=0 if name == "_init" else below[0]) > 0
+        cols[name] = pl.Series(crossed)
+        if name == "_init":  # the scheduler's start time, for the first line after it
+            init_s = np.where(crossed & (below > 0), bounds["_init_s"][np.maximum(below - 1, 0)], np.nan)
+            cols["_init_s"] = pl.Series(init_s)
+    if "_init_s" not in cols:
+        cols["_init_s"] = pl.repeat(np.nan, part.height, eager=True)
     return part.with_columns(**{k: v.alias(k) for k, v in cols.items()})
 
 
@@ -243,8 +255,12 @@ def _reconstruct(df: pl.DataFrame, log_interval: int) -> pl.DataFrame:
     cum = np.cumsum(step)
     true_t = _fit_times(t, cum, r, breaks)
     interval = np.diff(true_t, prepend=np.nan)
+    # the first line after a scheduler start: its window began when the scheduler did
+    init_s = df["_init_s"].to_numpy()
+    since_init = true_t - (init_s + r / 2)
+    interval = np.where(np.isfinite(since_init) & (since_init > 0), since_init, interval)
     no_clock = np.isnan(interval)
-    interval[no_clock] = model[no_clock]  # the first line (window since start-up), or no timestamps
+    interval[no_clock] = model[no_clock]  # the first line with no known start, or no timestamps
     # reference interval: median of the previous line's and the next two (robust to one outlier)
     a = np.concatenate([[np.nan], interval[:-1]])
     b = np.concatenate([interval[1:], [np.nan]])

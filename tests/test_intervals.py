@@ -133,3 +133,28 @@ def test_custom_log_interval_and_missing_timestamps():
     out = decode_intervals(no_ts, decode_log_interval=10)
     assert out["window_start"].null_count() == 6
     np.testing.assert_allclose(out["interval_s"].to_numpy()[1:], [t[0] for t in truth[1:]], rtol=1e-3)
+
+
+def test_first_line_interval_runs_from_the_scheduler_start():
+    rows, truth = make_stream([20] * 5)
+    init = T0 - dt.timedelta(seconds=30)  # the scheduler logged max_total_num_tokens 30 s before
+    rows[0]["gen_throughput"] = round(800 / (30 + truth[0][0]), 2)
+    events = pl.DataFrame({"file_id": ["f"], "line_no": [0], "kind": ["max_total_num_tokens"],
+                           "message": ["max_total_num_tokens=1000"], "ts": [init.replace(microsecond=0)]})
+    out = decode_intervals(frame(rows), events=events)
+    assert out["not_sample_reason"][0] == "first_line"
+    assert out["interval_s"][0] == pytest.approx(30 + truth[0][0], abs=1.0)
+    assert out["tokens"][0] == pytest.approx(800, rel=0.05)
+    assert decode_intervals(frame(rows))["interval_s"][0] == pytest.approx(40 * 20 / rows[0]["gen_throughput"])
+
+
+def test_prefill_lines_refine_the_batch_inside_a_window():
+    # the batch jumps from 2 to 20 inside window 3; a Prefill line there shows the new batch
+    sizes = [2, 2, 2, 20, 20, 20]
+    rows, truth = make_stream(sizes, drift=[0, 0, 0, -2, 0, 0], ms=True, line_step=10)
+    prefill = pl.DataFrame({"file_id": ["f"], "line_no": [25], "running_req": [2], "new_seq": [16],
+                            "dp_rank": pl.Series([None], dtype=pl.Int32)})  # between lines 21 and 31
+    with_pf = decode_intervals(frame(rows), prefill=prefill)
+    without = decode_intervals(frame(rows))
+    true_model = truth[3][0]
+    assert abs(with_pf["model_interval_s"][3] - true_model) < abs(without["model_interval_s"][3] - true_model)

@@ -122,8 +122,8 @@ def test_random_runs_reconcile(n, rate, concurrency, out_len, dp, seed):
     w = report["window"]
     assert abs((datetime.fromisoformat(w["start"]) - run.window_start).total_seconds()) <= 2.0
     assert report["server"]["gen_throughput_peak"] == pytest.approx(round(run.peak_gen_throughput, 2), abs=0.005)
-    # short random runs have few Decode lines: edges weigh more, so 5 % here (3 % above)
-    assert report["server"]["decode_tokens"] == pytest.approx(run.decode_tokens, rel=0.05)
+    # short random runs have few Decode lines: edges weigh more: 6 % here (3 % above)
+    assert report["server"]["decode_tokens"] == pytest.approx(run.decode_tokens, rel=0.06)
     gap = report["gap"]
     assert gap["server_tok_s"] + sum(s["tok_s"] for s in gap["steps"]) + gap["residual_tok_s"] == \
         pytest.approx(gap["client_tok_s"], abs=1e-9)

@@ -62,7 +62,12 @@ def load_activity(store: Store, start_s: float, end_s: float, file_id: str | Non
                                                      "new_token", "new_seq", "running_req"), lo, hi)
         if file_id:
             dec, ev, pre = (f.filter(pl.col("file_id") == file_id) for f in (dec, ev, pre))
-        dec, ev, pre = pl.collect_all([dec, ev, pre])
+        init = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs").filter(
+            pl.col("kind") == "max_total_num_tokens")  # scheduler starts: few, and needed whatever the margin
+        if file_id:
+            init = init.filter(pl.col("file_id") == file_id)
+        dec, ev, pre, init = pl.collect_all([dec, ev, pre, init])
+        ev = pl.concat([ev, init])
         if _enough_before(dec, start_s):
             break
         if first_ts is None:
@@ -161,7 +166,7 @@ def decode_bursts(store: Store, file_id: str | None = None, min_lines: int = 2) 
     the last line; requests unknown.  Reads the whole decode table: only used as a fallback."""
     dec = store.scan("decode").select(DECODE_COLUMNS)
     ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message").filter(
-        pl.col("kind").is_in(["server_args", "cache_flush"]))
+        pl.col("kind").is_in(["server_args", "cache_flush", "max_total_num_tokens"]))
     if file_id:
         dec, ev = dec.filter(pl.col("file_id") == file_id), ev.filter(pl.col("file_id") == file_id)
     dec, ev = pl.collect_all([dec, ev])
