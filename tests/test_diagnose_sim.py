@@ -8,6 +8,7 @@ diagnose sees only the log.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,8 +24,10 @@ from loglens.simulate.scenario import Scenario, ServerConfig, Speculative, StepM
 from loglens.store import Store
 
 TOLERANCE = 0.15
+SAMPLE_LOGS = Path(__file__).resolve().parent.parent / "sample_logs"
 
-#: the README's story: GLM-5 on 8 GPUs, TP=8, CUDA graphs disabled, a roomy KV pool, four runs
+#: a story-like server (GLM-5 shape: TP=8, no CUDA graphs, a roomy pool, the same four runs) with
+#: longer outputs than the sample log's, so each run holds more Decode intervals
 STORY_SERVER = ServerConfig(model_path="/models/GLM-5", tp_size=8, disable_cuda_graph=True,
                             max_total_num_tokens=1_000_000, mem_fraction_static=0.85,
                             step=StepModel(fixed_ms=70.0, per_req_ms=3.4))
@@ -161,3 +164,38 @@ def test_story_cli_run_2_with_bench_reports_both_numbers(tmp_path):
     assert res.exit_code == 1 and "out of range" in res.stderr
     res = runner.invoke(app, ["diagnose", "--store", str(store.path), "--run", "1", "--start", "00:00:00"])
     assert res.exit_code == 2
+
+
+@pytest.fixture(scope="module")
+def glm5_store(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("glm5") / "store")
+    ingest_paths([SAMPLE_LOGS / "sglang-glm5.log"], store)
+    return store
+
+
+def test_sample_log_story_kv_not_limiting_graphs_off_and_fitted_costs(glm5_store):
+    # sample_logs/README.md: decode step = 96 ms + 1.4 ms per running request, pool 291,264 tokens
+    r = diagnose(glm5_store)
+    assert_costs_near(r, 96.0, 1.4)
+    kv = finding(r, "kv_cache_not_limiting")
+    assert kv["evidence"]["peak_token_usage"] <= 0.05 and kv["evidence"]["retraction_events"] == 0
+    assert kv["evidence"]["queued_share"] == 0 and kv["evidence"]["max_total_num_tokens"] == 291_264
+    assert "will not raise throughput" in kv["text"]
+    graphs = finding(r, "cuda_graph_off")
+    assert graphs["evidence"]["disable_cuda_graph"] is True and graphs["evidence"]["fixed_share_of_decode_time"] > 0.5
+    assert "kv_cache_limiting" not in ids(r)
+
+
+def test_sample_log_run_2_alone_predicts_the_saturated_runs(glm5_store):
+    runner = CliRunner()
+    res = runner.invoke(app, ["diagnose", "--store", str(glm5_store.path), "--run", "2",
+                              "--bench", str(SAMPLE_LOGS / "sglang-glm5.bench.jsonl"), "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["observed"]["max_running_requests"] <= 32 and r["bench"]["completed"] == 32
+    c = r["comparison"]
+    assert c["top_batch"] > 45  # the 64-prompt runs
+    assert c["predicted_tok_s_at_top_batch"] == pytest.approx(c["observed_tok_s_at_top_batch"], rel=0.10)
+    assert c["predicted_at_peak_line_batch"] == pytest.approx(c["peak_gen_throughput_outside"], rel=0.10)
+    assert finding(r, "kv_cache_not_limiting")["evidence"]["peak_token_usage"] <= 0.03  # the story's ≈2 %
+    assert "cuda_graph_off" in ids(r)

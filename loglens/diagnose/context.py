@@ -122,9 +122,10 @@ def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: 
     per_stream = per_stream.filter(pl.col("s") > 0)
     decode_tok_s = float((per_stream["tok"] / per_stream["s"]).sum()) if per_stream.height else None
     batch_mean = float(per_stream["b"].mean()) if per_stream.height else None
-    # a first line's window reaches back to the scheduler's start-up: count from the samples
-    t0 = samples.get_column("window_start").min() or iv.get_column("ts").min()
-    span = (iv.get_column("ts").max() - t0).total_seconds() if t0 is not None else 0.0
+    # from the first moment of decoding (a line's busy part ends at the line; an idle-gap line's
+    # window reaches back over the idle time, its busy part does not) to the last line
+    first = iv.select((pl.col("ts") - pl.duration(microseconds=(pl.col("busy_s") * 1e6).cast(pl.Int64))).min()).item()
+    span = (iv.get_column("ts").max() - first).total_seconds() if first is not None else 0.0
 
     held = iv.filter((pl.col("running_req") > 0) & pl.col("token").is_not_null())
     tokens_per_req = float((held["token"] / held["running_req"]).median()) if held.height else None

@@ -40,7 +40,7 @@ def client_bound(ctx: Context) -> Finding | None:
     predicted = ctx.tok_s(target)
     predicted_total = predicted * ctx.streams if predicted else None
     cost = max((predicted_total or 0.0) - (ctx.decode_tok_s or 0.0), 0.0)
-    idle = 1.0 - ctx.busy_s / (ctx.span_s * ctx.streams) if ctx.span_s > 0 else None
+    idle = min(max(1.0 - ctx.busy_s / (ctx.span_s * ctx.streams), 0.0), 1.0) if ctx.span_s > 0 else None
     ev = {
         "mean_running_requests": rnd(load, 1),
         "max_running_requests_seen": ctx.batch_max,

@@ -90,8 +90,9 @@ def _comparison(report: dict, console: Console) -> None:
             f"Fitted on this window alone, the model predicts {num(c['predicted_tok_s_at_top_batch'], 1)} tok/s at batch "
             f"{num(c['top_batch'], 1)}; outside the window the log shows {num(c['observed_tok_s_at_top_batch'], 1)} tok/s "
             f"at that batch ({c['top_intervals']} intervals; error {num(c['error_pct'], 1)}%).")
-    console.print(f"The highest gen throughput outside the window is {num(c['peak_gen_throughput_outside'], 1)} at "
-                  f"{c['peak_line_running_req']} running requests ({c['peak_line_ts']}); the model says "
+    console.print(f"The highest gen throughput outside the window is {num(c['peak_gen_throughput_outside'], 1)} "
+                  f"({c['peak_line_ts']}, {c['peak_line_running_req']} running at the line, "
+                  f"{num(c['peak_line_mean_batch'], 1)} on average over its interval); the model says "
                   f"{num(c['predicted_at_peak_line_batch'], 1)} there.")
 
 

@@ -142,8 +142,9 @@ def _comparison(ctx: Context, full: ServerLog) -> dict | None:
     out = {
         "peak_gen_throughput_outside": rnd(peak["gen_throughput"], 2),
         "peak_line_running_req": peak["running_req"],
+        "peak_line_mean_batch": rnd(peak["batch"], 1),  # over its interval: a drain runs above the end batch
         "peak_line_ts": _iso(peak["ts"]),
-        "predicted_at_peak_line_batch": rnd(ctx.tok_s(peak["running_req"]), 1),
+        "predicted_at_peak_line_batch": rnd(ctx.tok_s(peak["batch"]), 1),
     }
     if clean.height:
         top = clean.filter(pl.col("batch") >= TOP_BATCH_FRACTION * clean.get_column("batch").max())

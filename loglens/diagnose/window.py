@@ -64,7 +64,7 @@ def select(store: Store, *, start: datetime | time | None = None, end: datetime 
             sel.bench_note = "this record could not be placed in the log; the whole log is diagnosed"
         return sel
     sel.bench = max(records, key=lambda r: r.concurrency or 0.0)
-    sel.bench_note = (f"the most loaded of {len(records)} records (concurrency {sel.bench.concurrency}); "
+    sel.bench_note = (f"the most loaded of {len(records)} records (concurrency {sel.bench.concurrency or 0:.1f}); "
                       "pick one with --record N or a run with --run N")
     return sel
 
