@@ -26,19 +26,15 @@ is the first burst POST's second + 0.5 s (± 0.5 s), its end the server-info cal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import polars as pl
 
+from loglens.reconcile.access import GEN_ENDPOINTS, INFO_PATHS, WARMUP_PAUSE_S, segment_table  # noqa: F401
 from loglens.store import Store
 
-GEN_ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
-INFO_PATHS = ("/get_server_info", "/server_info")
-CLIENT_START_PATHS = ("/v1/models",)
-MAX_WARMUP_POSTS = 8
-WARMUP_PAUSE_S = (1.0, 120.0)
-STRONG_PAUSE_S = 3.0  # without server-info calls, a warmup must also follow a pause this long
 EPOCH = datetime(1970, 1, 1)
 
 
@@ -106,95 +102,57 @@ class Run:
         return d
 
 
-# ---- reading the store ------------------------------------------------------------------------
+# ---- segments of the access log ---------------------------------------------------------------
 
-def _markers(store: Store, file_id: str | None) -> pl.DataFrame:
-    """Access lines and events that delimit runs, in log order: kind P (generation POST),
-    I (server-info call), B (a boundary: start-up, ready, client start), D (deprecation)."""
-    base = pl.col("path").str.split("?").list.first()
-    http = (store.scan("http")
-            .select("file_id", "source", "line_no", "ts", "method", "path")
-            .filter(pl.col("method").is_in(["POST", "GET"])))
-    if file_id:
-        http = http.filter(pl.col("file_id") == file_id)
-    http = http.with_columns(path=base).filter(pl.col("path").is_in(GEN_ENDPOINTS + INFO_PATHS + CLIENT_START_PATHS))
-    http = http.with_columns(kind=pl.when((pl.col("method") == "POST") & pl.col("path").is_in(GEN_ENDPOINTS)).then(pl.lit("P"))
-                             .when((pl.col("method") == "GET") & pl.col("path").is_in(INFO_PATHS)).then(pl.lit("I"))
-                             .when(pl.col("method") == "GET").then(pl.lit("B")))
-    http = http.filter(pl.col("kind").is_not_null()).select("file_id", "source", "line_no", "ts", "path", "kind")
-    ev = (store.scan("events").select("file_id", "source", "line_no", "ts", "kind", "message")
-          .filter(pl.col("kind").is_in(["server_args", "ready", "deprecation"])))
-    if file_id:
-        ev = ev.filter(pl.col("file_id") == file_id)
-    ev = ev.filter((pl.col("kind") != "deprecation") | pl.col("message").str.contains("server_info"))
-    ev = ev.select("file_id", "source", "line_no", "ts", pl.lit(None, pl.String).alias("path"),
-                   pl.when(pl.col("kind") == "deprecation").then(pl.lit("D")).otherwise(pl.lit("B")).alias("kind"))
-    both = pl.concat([http, ev]).collect()
-    return both.sort(["file_id", "line_no"]).with_columns(
-        s=pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6,
-        ms=(pl.col("ts").dt.epoch("us") % 1_000_000) != 0,
-    )
-
-
-def find_segments(store: Store, file_id: str | None = None) -> list[Segment]:
-    m = _markers(store, file_id)
-    if m.height == 0:
-        return []
-    kind = pl.col("kind")
-    prev_kind = kind.shift(1).over("file_id")
-    # a new segment starts after an info-call group ends, and at every boundary
-    m = m.with_columns(_cut=((prev_kind == "I") & (kind != "I") & (kind != "D")) | (kind == "B"))
-    m = m.with_columns(seg=pl.col("_cut").cast(pl.Int64).cum_sum())
-    posts = m.filter(kind == "P")
-    if posts.height == 0:
-        return []
-    dominant = (posts.group_by("seg", "path").len().sort(["seg", "len", "path"], descending=[False, True, False])
-                .group_by("seg", maintain_order=True).first().select("seg", pl.col("path").alias("endpoint")))
-    posts = posts.join(dominant, on="seg").filter(pl.col("path") == pl.col("endpoint"))
-    ends = (m.filter(kind == "I").group_by("seg").agg(pl.col("s").first().alias("end_s"),
-                                                        pl.col("line_no").first().alias("end_line"),
-                                                        pl.col("path").first().alias("end_path")))
-    deps = (m.filter(kind == "D").group_by("seg").agg(pl.col("s").first().alias("dep_s"),
-                                                        pl.col("ms").first().alias("dep_ms")))
-    # warmup clusters: POSTs < 1 s apart (same second) form a cluster
-    posts = posts.with_columns(gap=pl.col("s").diff().over("seg").fill_null(float("inf")))
-    posts = posts.with_columns(cluster=(pl.col("gap") >= 1.0).cast(pl.Int64).cum_sum().over("seg"))
-    clusters = (posts.group_by("seg", "cluster").agg(pl.len().alias("size"), pl.col("gap").first().alias("before"),
-                                                      pl.col("s").first().alias("c_start"))
-                .sort("seg", "cluster")
-                .with_columns(after=pl.col("before").shift(-1).over("seg")))
-    lo, hi = WARMUP_PAUSE_S
-    cand = clusters.filter((pl.col("size") <= MAX_WARMUP_POSTS) & pl.col("after").is_between(lo, hi)
-                           & (pl.col("before") >= pl.col("after")))
-    best = (cand.sort(["seg", "before", "cluster"], descending=[False, True, False])
-            .group_by("seg", maintain_order=True).first().select("seg", pl.col("cluster").alias("w_cluster"),
-                                                                  pl.col("after").alias("w_pause")))
-    strong = (cand.filter(pl.col("before") >= STRONG_PAUSE_S).group_by("seg")
-              .agg(pl.col("cluster").sort().alias("w_all")))
-    per_seg = (posts.group_by("seg", maintain_order=True)
-               .agg(pl.col("file_id").first(), pl.col("source").first(), pl.col("endpoint").first(),
-                    pl.col("s"), pl.col("line_no"), pl.col("cluster"))
-               .join(ends, on="seg", how="left").join(deps, on="seg", how="left").join(best, on="seg", how="left")
-               .join(strong, on="seg", how="left"))
-    out = []
-    for row in per_seg.iter_rows(named=True):
-        seg = _segment(row, 0, len(row["s"]), row["w_cluster"], row["w_pause"])
-        clusters = row["cluster"]
-        seg.candidates = [clusters.index(c + 1) for c in (row["w_all"] or []) if c + 1 in clusters]
-        out.append(seg)
-    return out
-
-
-def _segment(row: dict, lo: int, hi: int, w_cluster: int | None, w_pause: float | None) -> Segment:
-    """The segment of POSTs lo..hi-1 of a segment row, with warmup cluster `w_cluster`."""
-    clusters = row["cluster"][lo:hi]
-    warmup = sum(1 for c in clusters if w_cluster is not None and c <= w_cluster)
-    if warmup == hi - lo:
-        warmup = 0  # nothing after it: a lone request, not a warmup
-    return Segment(row["file_id"], row["source"], row["endpoint"], row["s"][lo:hi], row["line_no"][lo:hi],
+def segment_from_row(row: dict) -> Segment:
+    clusters = row["cluster"]
+    first_of = {}
+    for i, c in enumerate(clusters):
+        first_of.setdefault(c, i)
+    candidates = [first_of[c + 1] for c in (row.get("w_all") or []) if c + 1 in first_of]
+    return Segment(row["file_id"], row["source"], row["endpoint"], row["s"], row["line_no"],
                    row["end_s"], row["end_line"], row["end_path"],
                    row["dep_s"] if row["dep_ms"] else None, row["dep_s"] is not None,
-                   warmup, w_pause if warmup else None)
+                   row["warmup"], row["w_pause"], candidates)
+
+
+class Segments(Sequence):
+    """The segments of a store, as a table (`.table`, for vectorised filters) that gives Segment
+    objects on demand: a long log can hold 100 000 of them."""
+
+    def __init__(self, table: pl.DataFrame):
+        self.table = table
+        self._cache: dict[int, Segment] = {}
+
+    def __len__(self) -> int:
+        return self.table.height
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        if i not in self._cache:
+            self._cache[i] = segment_from_row(self.table.row(i, named=True))
+        return self._cache[i]
+
+    def subset(self, mask: pl.Series | pl.Expr) -> "Segments":
+        return Segments(self.table.filter(mask))
+
+
+def find_segments(store: Store, file_id: str | None = None) -> Segments:
+    return Segments(segment_table(store, file_id))
+
+
+def run_segments(store: Store, file_id: str | None = None) -> Segments:
+    """Segments that look like bench runs: a lone POST with no server-info call after it (the
+    server's own warmup, a stray curl) is not one."""
+    segs = find_segments(store, file_id)
+    if segs.table.height == 0:
+        return segs
+    return segs.subset(pl.col("end_s").is_not_null() | (pl.col("n_posts") - pl.col("warmup") >= 2))
 
 
 def split_segment(seg: Segment) -> list[Segment]:
@@ -249,21 +207,58 @@ def run_from_segment(seg: Segment, index: int, burst_from: int | None = None) ->
                end_line=seg.end_line, segment=seg)
 
 
-def run_segments(store: Store, file_id: str | None = None) -> list[Segment]:
-    """Segments that look like bench runs: a lone POST with no server-info call after it (the
-    server's own warmup, a stray curl) is not one."""
-    return [s for s in find_segments(store, file_id) if s.end_s is not None or len(s.post_s) - s.warmup_count >= 2]
-
-
 def detect_runs(store: Store, file_id: str | None = None, with_decode: bool = True) -> list[Run]:
     """Every benchmark-like run in the store's access log, in log order, with its decode activity;
     without access lines (only the scheduler's stderr captured), the bursts of decode activity."""
     from loglens.reconcile.activity import annotate_decode_activity, decode_bursts  # avoids an import cycle
 
-    segs = [part for seg in run_segments(store, file_id) for part in split_segment(seg)]
-    runs = [run_from_segment(seg, i) for i, seg in enumerate(segs)]
-    if not runs:
+    segs = run_segments(store, file_id)
+    if len(segs) == 0:
         return decode_bursts(store, file_id)
+    runs = _runs_from_table(segs)
     if with_decode:
         annotate_decode_activity(store, runs)
     return runs
+
+
+def _runs_from_table(segs: Segments) -> list[Run]:
+    """Run objects, built from table rows (fast for 100 000 segments); the rare segments of old
+    clients that hold several runs go through split_segment."""
+    t = segs.table
+    several = (t["end_s"].is_null() & (t["w_all"].list.len().fill_null(0) >= 2)).to_list()
+    runs: list[Run] = []
+    cols = ["file_id", "source", "endpoint", "n_posts", "warmup", "w_size", "w_pause", "burst_s", "burst_line", "end_s",
+            "end_line", "end_path", "dep_s", "dep_ms"]
+    last_s = t["s"].list.last().to_list()
+    for i, row in enumerate(t.select(cols).iter_rows(named=True)):
+        if several[i]:
+            runs += [run_from_segment(part, len(runs)) for part in split_segment(segs[i])]
+            continue
+        runs.append(_run_from_row(row, last_s[i], len(runs)))
+    return runs
+
+
+def _run_from_row(row: dict, last_post_s: float, index: int) -> Run:
+    k = row["warmup"]
+    evidence = [f"{row['n_posts'] - k} POST {row['endpoint']}"]
+    confidence = 0.4
+    if k > 0:
+        evidence.append(f"{row['w_size']} warmup request(s) then a {row['w_pause']:.0f} s pause")
+        confidence += 0.25
+    if row["end_s"] is not None:
+        end_s = row["dep_s"] if row["dep_ms"] else row["end_s"] + 0.5
+        anchor = f"GET {row['end_path']}"
+        evidence.append(f"ended by {anchor}")
+        confidence += 0.25
+        if row["dep_s"] is not None:
+            evidence.append("deprecation warning at the end")
+            confidence += 0.05
+    else:
+        end_s, anchor = last_post_s + 0.5, "last request"
+        evidence.append("no server-info call: end is the last request's arrival")
+    start_s = row["burst_s"] + 0.5
+    return Run(index=index, file_id=row["file_id"], source=row["source"], endpoint=row["endpoint"],
+               start=to_datetime(start_s), end=to_datetime(max(end_s, start_s)), requests=row["n_posts"] - k,
+               warmup_requests=row["w_size"], end_anchor=anchor, deprecation_warning=row["dep_s"] is not None,
+               confidence=round(min(confidence, 1.0), 2), evidence=evidence, first_line=row["burst_line"],
+               end_line=row["end_line"])

@@ -139,7 +139,13 @@ def window_tokens(iv: pl.DataFrame, start_s: float, end_s: float) -> tuple[float
 
 def annotate_decode_activity(store: Store, runs: list[Run]) -> None:
     """Fill each run's decode tokens, peak gen throughput and line count (one read for all runs
-    of a file; runs far apart are read separately so a long log is not read whole)."""
+    of a file; runs far apart are read separately so a long log is not read whole).  Past 200
+    runs the vectorised `runstats.annotate_many` does it without the edge refinements."""
+    if len(runs) > 200:
+        from loglens.reconcile.runstats import annotate_many
+
+        annotate_many(store, runs, decode_log_interval(store, None))
+        return
     by_file: dict[str, list[Run]] = {}
     for r in runs:
         by_file.setdefault(r.file_id, []).append(r)

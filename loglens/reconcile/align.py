@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import polars as pl
+
 from loglens.runs import GEN_ENDPOINTS, Segment, to_datetime
 
 MIN_SCORE = 0.35
@@ -187,7 +189,7 @@ def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
     a segment ending with a server-info call is one run; one without (old clients) may hold a
     run at each of its warmup candidates."""
     slots = []
-    for seg in (s for s in segments if s.endpoint in GEN_ENDPOINTS):
+    for seg in _plausible(records, segments):
         if seg.end_s is None and seg.candidates:
             slots += [(seg, k) for k in seg.candidates]
         else:
@@ -197,6 +199,30 @@ def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
     picks = _monotone_match(table, MIN_SCORE)
     return [None if j is None else _alignment(records[i], slots[j][0], table[i][j], j, len(slots), [t[0] for t in table[i]])
             for i, j in enumerate(picks)]
+
+
+def _plausible(records: list, segments) -> list[Segment]:
+    """The segments any record could match, found with table filters first when the log holds
+    many (a long log can hold 100 000): enough requests with the server-info call about one
+    duration after the first of the last N, or a request count within 10 %, or no server-info
+    call at all (old clients: checked in detail)."""
+    table = getattr(segments, "table", None)
+    if table is None or len(segments) <= 64:
+        return [s for s in segments if s.endpoint in GEN_ENDPOINTS]
+    conds = []
+    for rec in records:
+        d, counts = rec.duration or 0.0, request_counts(rec)
+        for n in counts:
+            first = pl.col("s").list.get(pl.col("n_posts").cast(pl.Int64) - n, null_on_oob=True)
+            near = (pl.col("end_s") - first - d).abs() <= 1.5 + max(5.0, 0.2 * d)
+            conds.append((pl.col("n_posts") >= n) & near.fill_null(False))
+        if counts:
+            conds.append((pl.col("n_posts").cast(pl.Int64) - pl.col("warmup") - counts[0]).abs() <= 0.1 * counts[0])
+            conds.append(pl.col("end_s").is_null() & (pl.col("n_posts") >= 0.9 * min(counts)))
+    if not conds:
+        return []
+    keep = table.with_row_index("_i").filter(pl.any_horizontal(conds))["_i"].to_list()
+    return [segments[i] for i in keep if segments[i].endpoint in GEN_ENDPOINTS]
 
 
 def _monotone_match(table: list[list[tuple]], min_score: float) -> list[int | None]:

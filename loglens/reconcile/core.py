@@ -33,12 +33,16 @@ def reconcile(store: Store, records: list, *, quote: float | None = None, start_
     return [_one(store, rec, al, quote, segments) for rec, al in zip(records, alignments)]
 
 
-def _previous_run_end(al: Alignment, segments: list) -> float | None:
+def _previous_run_end(al: Alignment, segments) -> float | None:
     """When the run before this one ended (its server-info call), if the log shows it."""
-    ends = [s.end_precise_s or s.end_s + 0.5 for s in segments
-            if s.end_s is not None and (al.segment is None or s.file_id == al.segment.file_id)
-            and s.end_s + 0.5 < al.start_s]
-    return max(ends, default=None)
+    table = getattr(segments, "table", None)
+    if table is None or table.height == 0:
+        return None
+    end = pl.coalesce(pl.when(pl.col("dep_ms")).then(pl.col("dep_s")), pl.col("end_s") + 0.5)
+    before = table.filter(pl.col("end_s").is_not_null() & (pl.col("end_s") + 0.5 < al.start_s))
+    if al.segment is not None:
+        before = before.filter(pl.col("file_id") == al.segment.file_id)
+    return before.select(end.max()).item() if before.height else None
 
 
 def _usable(rec) -> str | None:
