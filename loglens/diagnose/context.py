@@ -8,7 +8,7 @@ scheduler (a DP stream) are averaged over that stream's time; totals add the str
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -40,9 +40,9 @@ class Context:
     tokens_per_req: float | None  # KV tokens held per running request (median)
     kv_capacity_reqs: int | None  # max_total_num_tokens ÷ tokens_per_req
     server_batch_limit: int | None  # the most requests one scheduler would run at once
+    fixed_share: float | None = None  # share of decode time that is the fixed per-step cost
     bench: BenchRecord | None = None
     bench_note: str = ""
-    extras: dict = field(default_factory=dict)
 
     @property
     def samples(self) -> pl.DataFrame:
@@ -110,6 +110,18 @@ def _eager(rows: pl.DataFrame):
     return None if graph.null_count() else (~graph).to_numpy()
 
 
+def fixed_share_of_decode_time(model: StepModel, samples: pl.DataFrame) -> float | None:
+    """Busy-weighted share of decode time that is the fixed per-step cost, at the batches seen."""
+    if not model.identifiable:
+        return None
+    rows = samples.filter(pl.col("running_req") > 0)
+    b = pl.col("running_req").cast(pl.Float64)
+    share = rows.select(model.fixed_ms / (model.fixed_ms + model.per_req_ms * b)).to_series()
+    w = rows.get_column("busy_s")
+    total = float(w.sum())
+    return float((share * w).sum() / total) if total > 0 else None
+
+
 def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: str = "") -> Context:
     iv = log.intervals
     model = fit_from_intervals(iv, log.decode_log_interval)
@@ -143,5 +155,6 @@ def build_context(log: ServerLog, bench: BenchRecord | None = None, bench_note: 
         tokens_per_req=tokens_per_req,
         kv_capacity_reqs=kv_cap,
         server_batch_limit=min(caps) if caps else None,
+        fixed_share=fixed_share_of_decode_time(model, samples),
         bench=bench, bench_note=bench_note,
     )

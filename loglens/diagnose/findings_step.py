@@ -59,7 +59,7 @@ def cuda_graph_off(ctx: Context) -> Finding | None:
         "disable_cuda_graph": disabled,
         "cuda_graph_max_bs": max_bs,
         "fixed_ms": rnd(ctx.model.fixed_ms, 1),
-        "fixed_share_of_decode_time": rnd(ctx.extras.get("fixed_share_of_decode_time"), 3),
+        "fixed_share_of_decode_time": rnd(ctx.fixed_share, 3),
     }
     m = ctx.model
     measured = m.fixed_ms_graph is not None and m.fixed_ms_eager and m.fixed_ms_graph < m.fixed_ms_eager
@@ -94,22 +94,9 @@ def cuda_graph_off(ctx: Context) -> Finding | None:
                    "Decode runs without CUDA graphs")
 
 
-def fixed_share_of_decode_time(ctx: Context) -> float | None:
-    """Busy-weighted share of decode time that is the fixed per-step cost, at the batches seen."""
-    m = ctx.model
-    if not m.identifiable:
-        return None
-    b = pl.col("running_req").cast(pl.Float64)
-    rows = ctx.samples.filter(pl.col("running_req") > 0)
-    share = m.fixed_ms / (m.fixed_ms + m.per_req_ms * b)
-    w = rows.get_column("busy_s").fill_null(0.0)
-    total = float(w.sum())
-    return float((rows.select(share).to_series() * w).sum() / total) if total > 0 else None
-
-
 def step_overhead_dominant(ctx: Context) -> Finding | None:
     m = ctx.model
-    share = ctx.extras.get("fixed_share_of_decode_time")
+    share = ctx.fixed_share
     if share is None or share < FIXED_SHARE_MIN:
         return None
     break_even = m.fixed_ms / m.per_req_ms if m.per_req_ms > 0 else None

@@ -12,7 +12,6 @@ import polars as pl
 from loglens.diagnose.context import Context, build_context
 from loglens.diagnose.finding import rnd
 from loglens.diagnose.findings import collect_findings
-from loglens.diagnose.findings_step import fixed_share_of_decode_time
 from loglens.diagnose.inputs import ServerLog, load_server_log
 from loglens.store import Store
 
@@ -33,7 +32,6 @@ def diagnose(store: Store, *, start: datetime | time | None = None, end: datetim
     restricted = start is not None or end is not None
     log = full.restrict(start, end) if restricted else full
     ctx = build_context(log, bench, bench_note)
-    ctx.extras["fixed_share_of_decode_time"] = fixed_share_of_decode_time(ctx)
     findings = collect_findings(ctx)
     return _json_safe({
         "store": str(store.path),
@@ -78,7 +76,7 @@ def _step_model(ctx: Context, predict_at: list[float]) -> dict:
     out = m.as_dict()
     excluded = ctx.log.intervals.get_column("fit_excluded").drop_nulls().value_counts(sort=True)
     out["excluded"] = {r: int(c) for r, c in excluded.iter_rows()}
-    out["fixed_share_of_decode_time"] = rnd(ctx.extras.get("fixed_share_of_decode_time"), 3)
+    out["fixed_share_of_decode_time"] = rnd(ctx.fixed_share, 3)
     out["accept_len"] = rnd(ctx.accept_len, 3)
     out["asymptote_tok_s"] = rnd(1000.0 * ctx.accept_len / m.per_req_ms, 1) if m.identifiable and m.per_req_ms > 0 else None
     points = [
