@@ -305,3 +305,8 @@ def test_story_is_regenerated_deterministically():
     s = story_simulation()
     assert s.log_text == (SAMPLES / "sglang-glm5.log").read_text()
     assert s.bench_jsonl == (SAMPLES / "sglang-glm5.bench.jsonl").read_text()
+
+
+def test_requests_that_cannot_fit_are_refused():
+    with pytest.raises(ValueError, match="does not fit"):
+        simulate(small_server(max_total_num_tokens=300), [Scenario(num_prompts=3, **SMALL)])

@@ -29,10 +29,10 @@ noise=False, log_ms=False, tail_idle_s=5.0)`.  Same arguments, same output, byte
 Releases: see `RELEASES` (v0.2.14, v0.3.4, v0.4.1, v0.4.6.post4, v0.4.9.post3, v0.5.4.post1,
 v0.5.9 (alias v0.5.9+), v0.5.10, v0.5.11).
 
-Modules: scenario (knobs), releases (per-release flags), scheduler (the model), engine (client +
-server on one clock), formats (line writers), startup (start-up and noise lines), logbook
-(interleaving and line counts), bench_writer (bench_serving formulas), truth, story (the GLM-5
-sample), api (`simulate`).
+Modules: scenario (knobs), releases (per-release flags), records (requests, steps, logged stats),
+scheduler (the model), engine (client + server on one clock), formats (line writers), startup
+(start-up and noise lines), logbook (interleaving and line counts), bench_writer (bench_serving
+formulas), truth, story (the GLM-5 sample), api (`simulate`).
 """
 
 from .api import Simulation, simulate

@@ -75,6 +75,11 @@ def simulate(server: ServerConfig, runs: Sequence[Scenario], *, seed: int = 0, r
     noise: True for the default `Noise()`; log_ms: SGLANG_LOG_MS=1 (v0.5.6+ only).
     """
     rel = get_release(release)
+    for sc in runs:  # SGLang would reject such requests; the model would overfill the pool
+        longest = sc.random_input_len + sc.retokenize_extra[1] + sc.random_output_len
+        if longest > min(server.max_total_num_tokens, server.context_len):
+            raise ValueError(f"a request of up to {longest} tokens does not fit max_total_num_tokens="
+                             f"{server.max_total_num_tokens} / context_len={server.context_len}")
     bench_version = bench_version or rel.name
     noise_cfg = Noise() if noise is True else (Noise.none() if noise is False else noise)
     clock = Clock(start, rel, log_ms)
