@@ -309,4 +309,4 @@ def test_story_is_regenerated_deterministically():
 
 def test_requests_that_cannot_fit_are_refused():
     with pytest.raises(ValueError, match="does not fit"):
-        simulate(small_server(max_total_num_tokens=300), [Scenario(num_prompts=3, **SMALL)])
+        simulate(small_server(max_total_num_tokens=200), [Scenario(num_prompts=3, **SMALL)])
