@@ -8,6 +8,8 @@ none could be, 2 for bad flags.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import sys
 from datetime import datetime
@@ -101,5 +103,15 @@ def reconcile(
         raise typer.Exit(1)
 
 
+def _guarded(*args, **kwargs) -> None:
+    """The command, with any unexpected failure as one `Error:` line (exit 1), never a traceback."""
+    try:
+        reconcile(*args, **kwargs)
+    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:  # a bug or data we did not foresee: say what, briefly
+        fail(f"reconcile failed: {type(e).__name__}: {e}. Please report this with the log that caused it.")
+
+
 def register(app: typer.Typer) -> None:
-    app.command("reconcile")(reconcile)
+    app.command("reconcile")(functools.wraps(reconcile)(_guarded))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import json
 import sys
 
@@ -48,5 +50,15 @@ def runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
                   "from its recorded duration.")
 
 
+def _guarded(*args, **kwargs) -> None:
+    """The command, with any unexpected failure as one `Error:` line (exit 1), never a traceback."""
+    try:
+        runs(*args, **kwargs)
+    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:  # a bug or data we did not foresee: say what, briefly
+        fail(f"runs failed: {type(e).__name__}: {e}. Please report this with the log that caused it.")
+
+
 def register(app: typer.Typer) -> None:
-    app.command("runs")(runs)
+    app.command("runs")(functools.wraps(runs)(_guarded))

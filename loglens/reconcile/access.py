@@ -50,7 +50,8 @@ def _markers(store: Store, file_id: str | None) -> pl.DataFrame:
     ev = ev.filter((pl.col("kind") != "deprecation") | pl.col("message").str.contains("server_info", literal=True))
     ev = ev.select("file_id", "line_no", "ts", pl.lit(None, pl.String).alias("path"),
                    pl.when(pl.col("kind") == "deprecation").then(pl.lit("D")).otherwise(pl.lit("B")).alias("kind"))
-    both = pl.concat(pl.collect_all([*http, ev]))
+    # access lines without a timestamp (uvicorn before SGLang v0.3.4) cannot anchor anything
+    both = pl.concat(pl.collect_all([*http, ev])).filter(pl.col("ts").is_not_null())
     if both.height == 0:
         return both.with_columns(s=pl.lit(None, pl.Float64), ms=pl.lit(None, pl.Boolean))
     # log order: one integer key (sorting by a string column first costs several times more)
@@ -62,7 +63,7 @@ def _markers(store: Store, file_id: str | None) -> pl.DataFrame:
     )
 
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bump whenever the table's content or columns change
 
 
 def segment_table(store: Store, file_id: str | None = None) -> pl.DataFrame:

@@ -20,9 +20,14 @@ class ReconcileError(Exception):
 
 def reconcile(store: Store, records: list, *, quote: float | None = None, start_s: float | None = None,
               end_s: float | None = None) -> list[Report | Failure]:
-    if store.scan("decode").select(pl.len()).collect().item() == 0:
+    n, dated = store.scan("decode").select(pl.len(), pl.col("ts").count()).collect().row(0)
+    if n == 0:
         raise ReconcileError(f"the store at {store.path} holds no Decode lines (run `loglens ingest SERVER.log`, "
                              f"with the scheduler's stderr captured, or pass --store DIR)")
+    if dated == 0:
+        raise ReconcileError("the log's lines carry no date (SGLang before v0.3.4 prints the time of day only, "
+                             "or nothing): they cannot be placed on the bench run's clock; re-run with a newer "
+                             "server to reconcile")
     segments = run_segments(store)
     if start_s is not None or end_s is not None:
         alignments: list[Alignment | None] = [
