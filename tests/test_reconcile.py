@@ -183,3 +183,15 @@ def test_usage_errors_and_unusable_data(tmp_path):
     assert res.exit_code == 1 and "error" in json.loads(res.stdout)
     assert math.isfinite(json.loads(invoke("--bench", bench, "--store", store, "--json", "--record", "0").stdout)
                          ["gap"]["residual_tok_s"])
+
+
+def test_undated_log_and_second_call_from_the_cache(tmp_path):
+    old = simulate(ServerConfig(step=StepModel(fixed_ms=30, per_req_ms=0.5)),
+                   [Scenario(num_prompts=16, random_output_len=64)], release="v0.2.14")
+    paths = old.write(tmp_path, stem="old")
+    res = invoke("--bench", str(paths["bench"]), str(paths["log"]), "--store", str(tmp_path / "st"))
+    assert res.exit_code == 1 and "carry no date" in res.output and "Traceback" not in res.output
+    store, bench, _ = small_sim()
+    first = invoke("--bench", bench, "--store", store, "--json").stdout
+    assert list((Path(store) / ".cache").glob("segments-*.parquet"))
+    assert invoke("--bench", bench, "--store", store, "--json").stdout == first

@@ -4,20 +4,24 @@ JSON shape (one object per bench record; DESIGN.md's required keys marked *):
 
     record   {index, source, line_no, tag}
     client   {output_throughput*, duration_s*, completed*, total_output_tokens*, total_input_tokens,
-              backend, request_rate, max_concurrency, num_prompts, max_output_tokens_per_s,
-              concurrency, accept_length}
-    window   {start*, end* (ISO-8601, the log's local time), method, confidence, evidence[],
-              warnings[], source, file_id, endpoint, requests, warmup_requests, end_anchor, ...}
+              backend, request_rate ("inf" for the default), max_concurrency, num_prompts,
+              max_output_tokens_per_s, concurrency, accept_length}
+    window   {start*, end* (ISO-8601, the log's local time, ms), method ("access log" |
+              "decode activity" | "--start/--end"), confidence (0..1), evidence[] (sentences),
+              source, file_id, endpoint, requests, warmup_requests, first_request_line, end_line,
+              end_anchor}
     server   {decode_tokens*, gen_throughput_peak*, gen_throughput_mean*, gen_throughput_steady,
-              peak_line {ts, line_no, stream, running_req}, decode_lines, dp_streams,
+              peak_line {ts, line_no, stream, running_req, source}, decode_lines, dp_streams,
               decode_log_interval, accept_len_mean}
     tokens   {client_output_tokens, first_tokens_from_prefill, reprefill_tokens,
               expected_decode_tokens, server_decode_tokens, unexplained_tokens, unexplained_pct,
-              by_phase {phase: tokens}}
-    time     {duration_s, ramp_up_s, steady_s, prefill_s, idle_s, drain_s, tail_s,
-              first_steady_at, drain_from, prefill_batches, prefill_counted_as_steady}
-    gap      {server_tok_s*, server_figure ("peak"|"quote"), client_tok_s*,
-              steps* [{name, tok_s, why, kind}], residual_tok_s*, residual_why}
+              other_requests_in_window, by_phase {ramp_up, steady, prefill, idle, drain, tail}}
+    time     {duration_s, ramp_up_s, steady_s, prefill_s, idle_s, drain_s, tail_s (they sum to
+              duration_s), first_steady_at, drain_from, prefill_batches, prefill_counted_as_steady}
+    gap      {server_tok_s*, server_figure ("peak" | "quote"), client_tok_s*,
+              steps* [{name, tok_s, why, kind ("rate" | "time" | "tokens")}], residual_tok_s*,
+              residual_why}
+    warnings [sentences]
 
 Invariant: gap.server_tok_s + Σ gap.steps[].tok_s + gap.residual_tok_s == gap.client_tok_s.
 A record that cannot be reconciled is {record, error}.

@@ -62,7 +62,8 @@ def build_steps(acc: Accounting, server_tok_s: float, quoted: bool, client_tok_s
     figure = f"the quoted {server_tok_s:.2f} tok/s" if quoted else f"the peak line ({server_tok_s:.2f} tok/s"
     if not quoted and acc.peak_line:
         pl_ = acc.peak_line
-        figure += f" at {pl_['running_req']} running requests, {pl_['stream']} line {pl_['line_no']})"
+        where = f"{pl_['stream']}, " if pl_["stream"] != "main" else ""
+        figure += f" at {pl_['running_req']} running requests, {where}log line {pl_['line_no']})"
     elif not quoted:
         figure += ")"
     steady_s = acc.seconds("steady")
