@@ -1,0 +1,258 @@
+"""Measure live mode: `loglens tail` as a real subprocess on a growing log.
+
+    python benchmarks/tail_lag.py [--lines 150] [--idle 20] [--rates 1000,5000,20000,50000] [--json out.json]
+
+1. lag: lines are appended one at a time at random intervals (50–400 ms); for each, the time
+   until a row of that line is in the store (the benchmark watches the table folders for new
+   Parquet files) and until a `--json-lines` status shows it (`follow.last_line`), p50/p99.
+2. idle CPU: nothing is written for `--idle` seconds; the follower's CPU seconds (user+system,
+   all threads, from /proc/PID/stat) over that time, for `--json-lines` (a status per second)
+   and for `--no-view` (the service mode).
+3. sustained rate: a realistic mix (Decode / Prefill / HTTP / other lines) is appended in
+   blocks every 50 ms at each offered rate for 5 s; reported: lines/s stored, the store lag
+   at the end of the burst (p99 over blocks), and the follower's CPU per second.  The highest
+   rate with a p99 lag under 1 s is the sustained rate.
+
+The follower runs with its defaults (--interval 1.0); the machine's other load is not
+controlled, so run it on a quiet machine and read the numbers as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+TABLES = ["decode", "prefill", "http", "events", "rejects"]
+T0 = datetime(2026, 2, 19, 0, 0, 0)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (all threads)
+
+
+def mix_lines(n: int, start_s: float, rnd: random.Random) -> list[str]:
+    """`n` realistic lines: 40% Decode (2 DP ranks), 20% Prefill, 35% HTTP, 5% other."""
+    out = []
+    for i in range(n):
+        ts = (T0 + timedelta(seconds=start_s + i * 0.001)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        r = rnd.random()
+        if r < 0.4:
+            b = rnd.randint(1, 256)
+            out.append(f"[{ts} DP{i % 2} TP0] Decode batch, #running-req: {b}, #token: {b * 900}, token usage: {b / 300:.2f}, cuda graph: {b <= 160}, gen throughput (token/s): {b * 38.5:.2f}, #queue-req: {rnd.randint(0, 9)}, \n")
+        elif r < 0.6:
+            out.append(f"[{ts} DP{i % 2} TP0] Prefill batch, #new-seq: 1, #new-token: {rnd.randint(10, 4000)}, #cached-token: 0, token usage: 0.30, #running-req: 12, #queue-req: 3, \n")
+        elif r < 0.95:
+            out.append(f'[{ts}] INFO:     127.0.0.1:{rnd.randint(1024, 65535)} - "POST /generate HTTP/1.1" 200 OK\n')
+        else:
+            out.append(f"[{ts}] Cache flushed successfully!\n")
+    return out
+
+
+class StoreWatcher(threading.Thread):
+    """Newest line number with a row in the store, and when each line first had one."""
+
+    def __init__(self, store: Path):
+        super().__init__(daemon=True)
+        self.store = store
+        self.seen: set[tuple[str, int]] = set()
+        self.newest = 0
+        self.history: list[tuple[float, int]] = []  # (time, newest line stored)
+        self.stop = False
+
+    def run(self) -> None:
+        while not self.stop:
+            for t in TABLES:
+                try:
+                    entries = list(os.scandir(self.store / t))
+                except OSError:
+                    continue
+                for e in entries:
+                    if not e.name.endswith(".parquet"):
+                        continue
+                    try:
+                        key = (e.name, e.inode())
+                        if key in self.seen:
+                            continue
+                        self.seen.add(key)
+                        n = pl.read_parquet(e.path, columns=["line_no"])["line_no"].max()
+                    except Exception:
+                        continue
+                    if n is not None and n > self.newest:
+                        self.newest = n
+                        self.history.append((time.monotonic(), n))
+            time.sleep(0.005)
+
+    def time_of(self, line: int) -> float | None:
+        for t, n in self.history:
+            if n >= line:
+                return t
+        return None
+
+
+class JsonWatcher(threading.Thread):
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.history: list[tuple[float, int]] = []
+
+    def run(self) -> None:
+        for raw in self.stream:
+            try:
+                last = json.loads(raw)["follow"]["last_line"] or 0
+            except (ValueError, KeyError):
+                continue
+            self.history.append((time.monotonic(), last))
+
+    def time_of(self, line: int) -> float | None:
+        for t, n in self.history:
+            if n >= line:
+                return t
+        return None
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def start(log: Path, store: Path, *mode: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-c", "from loglens.cli import main; main()", "tail", str(log), "--store", str(store), *mode]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "following" not in proc.stderr.readline():
+        pass
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=30)
+
+
+def measure_lag(work: Path, lines: int, idle_s: float, rnd: random.Random) -> dict:
+    log, store = work / "lag.log", work / "lag-store"
+    proc = start(log, store, "--json-lines", "--interval", "1.0")
+    sw, jw = StoreWatcher(store), JsonWatcher(proc.stdout)
+    sw.start()
+    jw.start()
+    written: dict[int, float] = {}
+    with open(log, "a") as f:
+        for i in range(1, lines + 1):
+            f.write(mix_lines(1, i, rnd)[0])
+            f.flush()
+            written[i] = time.monotonic()
+            time.sleep(rnd.uniform(0.05, 0.4))
+    time.sleep(2.5)
+    store_lag = [sw.time_of(i) - t for i, t in written.items() if sw.time_of(i) is not None]
+    json_lag = [jw.time_of(i) - t for i, t in written.items() if jw.time_of(i) is not None]
+    c0 = cpu_seconds(proc.pid)
+    time.sleep(idle_s)
+    idle_json = cpu_seconds(proc.pid) - c0
+    sw.stop = True
+    rc = stop(proc)
+    return {
+        "lines": lines,
+        "stored": len(store_lag),
+        "store_lag_p50_s": round(pct(store_lag, 50), 3),
+        "store_lag_p99_s": round(pct(store_lag, 99), 3),
+        "store_lag_max_s": round(max(store_lag), 3),
+        "json_lag_p50_s": round(pct(json_lag, 50), 3),
+        "json_lag_p99_s": round(pct(json_lag, 99), 3),
+        "idle_cpu_s_json_lines": round(idle_json, 3),
+        "exit_code": rc,
+    }
+
+
+def measure_idle_service(work: Path, idle_s: float) -> float:
+    log, store = work / "idle.log", work / "idle-store"
+    log.write_text("".join(mix_lines(100, 0, random.Random(1))))
+    proc = start(log, store, "--no-view")
+    time.sleep(3)  # the backlog is read, the view-less loop settles
+    c0 = cpu_seconds(proc.pid)
+    time.sleep(idle_s)
+    used = cpu_seconds(proc.pid) - c0
+    stop(proc)
+    return round(used, 3)
+
+
+def measure_rate(work: Path, rate: int, seconds: float, rnd: random.Random) -> dict:
+    log, store = work / f"rate-{rate}.log", work / f"rate-{rate}-store"
+    proc = start(log, store, "--no-view")
+    sw = StoreWatcher(store)
+    sw.start()
+    block_s = 0.05
+    per_block = max(1, int(rate * block_s))
+    blocks = int(seconds / block_s)
+    text = ["".join(mix_lines(per_block, b * block_s, rnd)) for b in range(blocks)]
+    c0, t0 = cpu_seconds(proc.pid), time.monotonic()
+    ends: list[tuple[int, float]] = []
+    with open(log, "a") as f:
+        for b, chunk in enumerate(text):
+            f.write(chunk)
+            f.flush()
+            ends.append(((b + 1) * per_block, time.monotonic()))
+            time.sleep(max(0.0, t0 + (b + 1) * block_s - time.monotonic()))
+    wrote_s = time.monotonic() - t0
+    total = blocks * per_block
+    deadline = time.monotonic() + 60
+    while sw.newest < total and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done = time.monotonic()
+    cpu = cpu_seconds(proc.pid) - c0
+    sw.stop = True
+    stop(proc)
+    lags = [sw.time_of(n) - t for n, t in ends if sw.time_of(n) is not None]
+    return {
+        "offered_lines_s": rate,
+        "achieved_write_lines_s": round(total / wrote_s),
+        "stored_lines_s": round(total / (done - t0)),
+        "lag_p50_s": round(pct(lags, 50), 3),
+        "lag_p99_s": round(pct(lags, 99), 3),
+        "catch_up_after_last_write_s": round(done - t0 - wrote_s, 3),
+        "follower_cpu_per_s": round(cpu / (done - t0), 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=150)
+    ap.add_argument("--idle", type=float, default=20.0)
+    ap.add_argument("--rates", default="1000,5000,20000,50000")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rnd = random.Random(0)
+    with tempfile.TemporaryDirectory(prefix="tail-lag-") as tmp:
+        work = Path(tmp)
+        result = {"lag": measure_lag(work, args.lines, args.idle, rnd)}
+        print("lag", json.dumps(result["lag"]), flush=True)
+        result["idle_cpu_s_no_view"] = measure_idle_service(work, args.idle)
+        print("idle --no-view", result["idle_cpu_s_no_view"], f"CPU s over {args.idle:.0f} s", flush=True)
+        result["rates"] = []
+        for rate in map(int, args.rates.split(",")):
+            r = measure_rate(work, rate, args.seconds, rnd)
+            result["rates"].append(r)
+            print("rate", json.dumps(r), flush=True)
+        ok = [r["offered_lines_s"] for r in result["rates"] if r["lag_p99_s"] < 1.0]
+        result["sustained_lines_s"] = max(ok) if ok else None
+        result["idle_s"] = args.idle
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
