@@ -6,7 +6,8 @@ the server (§5.5, §6.1, §8.6): a lone warmup request to the bench endpoint, a
 `GET /get_server_info` (≤ v0.5.9 clients) or `GET /server_info` — the call that ends the
 client's `duration` — which servers ≥ v0.5.6 also mark with a deprecation warning.
 
-Detection, vectorised over the access log (a 1 GiB log holds millions of POSTs):
+Detection (one polars plan in loglens.reconcile.access, cached in STORE/.cache/ for the store's
+current content: a 1 GiB log holds millions of POSTs):
 
 * segments: the generation POSTs between two server-info call groups; a server start-up
   (`server_args`, `ready`: the server's own warmup POST precedes `ready`) and `GET /v1/models`
@@ -21,7 +22,9 @@ Detection, vectorised over the access log (a 1 GiB log holds millions of POSTs):
 
 Access timestamps have 1-s resolution and streamed requests log at arrival, so a run's start
 is the first burst POST's second + 0.5 s (± 0.5 s), its end the server-info call's second + 0.5
-(or the deprecation warning's millisecond time, when the server logs milliseconds).
+(or the deprecation warning's millisecond time, when the server logs milliseconds).  Without
+any access line (only the scheduler's stderr captured) runs are the bursts of decode activity
+between idle gaps (reconcile.activity.decode_bursts), with low confidence.
 """
 
 from __future__ import annotations

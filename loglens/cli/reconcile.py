@@ -53,7 +53,10 @@ def reconcile(
     start: Annotated[Optional[str], typer.Option("--start", help="Window start (log local time); overrides alignment.")] = None,
     end: Annotated[Optional[str], typer.Option("--end", help="Window end (log local time); overrides alignment.")] = None,
 ) -> None:
-    """Align each bench_serving record with the server log and explain the throughput gap."""
+    """Align each bench_serving record with the server log and explain the throughput gap.
+
+    --json prints one JSON object per record: pretty when there is one, one per line (JSON Lines) when there are several. Exit 0 if any record was reconciled, 1 if none could be.
+    """  # noqa: E501  (one line: the help view wraps it itself)
     from loglens.bench import BenchFormatError, load_bench, select_records
     from loglens.reconcile.core import ReconcileError, reconcile as run_reconcile
     from loglens.reconcile.render import render, render_failure
