@@ -108,6 +108,13 @@ def _col(df: pl.DataFrame, name: str, dtype: pl.DataType) -> pl.Expr:
     return pl.col(name).cast(dtype) if name in df.columns else pl.lit(None, dtype=dtype).alias(name)
 
 
+def stream_name(df: pl.DataFrame) -> pl.Expr:
+    """The DP stream a line belongs to: "DP<k>", "GPU<g>" (v0.1.17–v0.2.13 name a DP worker by
+    its GPU) or "main" (one scheduler logs)."""
+    return pl.coalesce(pl.format("DP{}", _col(df, "dp_rank", pl.Int32)), pl.format("GPU{}", _col(df, "gpu", pl.Int32)),
+                       pl.lit("main"))
+
+
 def _one_row_per_stream_line(decode: pl.DataFrame) -> pl.DataFrame:
     """Name each line's DP stream and keep only the lowest TP/PP/EP rank's copy of it."""
     if decode.height == 0:
@@ -129,11 +136,7 @@ def _one_row_per_stream_line(decode: pl.DataFrame) -> pl.DataFrame:
         _col(decode, "accept_len", pl.Float64),
         _col(decode, "cuda_graph", pl.Boolean),
     )
-    # Old releases (v0.1.17–v0.2.13) name a DP worker by its GPU, not by a DP rank.
-    stream = (pl.when(pl.col("dp_rank").is_not_null()).then(pl.format("DP{}", pl.col("dp_rank")))
-              .when(pl.col("gpu").is_not_null()).then(pl.format("GPU{}", pl.col("gpu")))
-              .otherwise(pl.lit("main")))
-    df = df.with_columns(stream=stream)
+    df = df.with_columns(stream=stream_name(df))
     key = ["file_id", "stream"]
     for rank in _DUPLICATE_RANKS:  # lexicographic minimum, one rank column at a time
         if df[rank].null_count() == df.height or df[rank].n_unique() == 1:
@@ -193,8 +196,7 @@ def _batch_samples(part: pl.DataFrame, prefill: pl.DataFrame | None, file_id: st
         return zeros
     pf = prefill.select(
         _col(prefill, "file_id", pl.String).fill_null(_col(prefill, "source", pl.String)).fill_null(""),
-        pl.coalesce(pl.format("DP{}", _col(prefill, "dp_rank", pl.Int32)), pl.format("GPU{}", _col(prefill, "gpu", pl.Int32)),
-                    pl.lit("main")).alias("stream"),
+        stream_name(prefill).alias("stream"),
         _col(prefill, "tp_rank", pl.Int32).fill_null(-1).alias("tp"),
         pl.col("line_no").cast(pl.Int64),
         (_col(prefill, "running_req", pl.Float64) + _col(prefill, "new_seq", pl.Float64).fill_null(0.0)).alias("b"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from loglens.intervals import decode_intervals
+from loglens.intervals import decode_intervals, stream_name
 from loglens.reconcile.edges import refine_busy, split_edges
 from loglens.runs import Run, to_datetime, to_seconds
 from loglens.store import Store
@@ -89,8 +89,7 @@ def _enough_before(dec: pl.DataFrame, start_s: float) -> bool:
     """Every DP stream in `dec` has at least two lines before the start."""
     if dec.height == 0:
         return False
-    key = pl.coalesce(pl.col("dp_rank").cast(pl.String), pl.col("gpu").cast(pl.String), pl.lit("main"))
-    counts = dec.group_by(key.alias("_s")).agg((pl.col("ts") < to_datetime(start_s)).sum().alias("n"))
+    counts = dec.group_by(stream_name(dec).alias("_s")).agg((pl.col("ts") < to_datetime(start_s)).sum().alias("n"))
     return bool((counts["n"] >= 2).all())
 
 
@@ -100,8 +99,7 @@ def _with_prefill_counts(iv: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
     timestamp resolution).  The first line's window began before what was read: 0."""
     if iv.height == 0:
         return iv.with_columns(prefill_batches=pl.lit(0, pl.Int64), prefill_tokens=pl.lit(0, pl.Int64))
-    stream = (pl.when(pl.col("dp_rank").is_not_null()).then(pl.format("DP{}", pl.col("dp_rank")))
-              .when(pl.col("gpu").is_not_null()).then(pl.format("GPU{}", pl.col("gpu"))).otherwise(pl.lit("main")))
+    stream = stream_name(pre)
     tp = pl.col("tp_rank").fill_null(-1)
     pre = pre.with_columns(stream=stream).filter(tp == tp.min().over("file_id", "stream"))  # TP copies
     parts = []
