@@ -16,6 +16,7 @@ full=F, swa=G` (embedded `, `), which becomes the later `#full token: N, #swa to
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -56,7 +57,7 @@ def _header(df: pl.DataFrame, table: str) -> pl.DataFrame:
     forms (`[n]` counters, legacy and mixed headers) pay for a regex."""
     msg = pl.col("msg")
     a, b = _FAST[table]
-    fast = msg.str.starts_with(a) | msg.str.starts_with(b)
+    fast = msg.str.contains("^" + re.escape(a)) | msg.str.contains("^" + re.escape(b))
     df = df.with_columns(_fast=fast)
     quick = df.filter(pl.col("_fast")).with_columns(
         _iter=pl.lit(None, pl.String), _sep=msg.str.slice(len(a) - 2, 1), _mixed=pl.lit(None, pl.String), _body=msg.str.slice(len(a))
@@ -131,6 +132,8 @@ def _extra_json(values: list[tuple[str, pl.Expr]]) -> pl.Expr:
 
 #: plans by shape, shared across batches (a log has a handful of shapes; most batches reuse them)
 _PLANS: dict[tuple[str, str], Plan] = {}
+#: lines each shape matched in real input, to try the commonest shapes first
+_HITS: dict[tuple[str, str], int] = {}
 
 
 def _shape_expr() -> pl.Expr:
@@ -146,14 +149,11 @@ def _shape_expr() -> pl.Expr:
 
 
 def _fits(plan_shape: str, plan: Plan) -> pl.Expr:
-    """Does a line have exactly this plan's shape?  Literal tests only (no regex)."""
+    """Does a line have exactly this plan's shape?  One anchored regex over the body (cheaper
+    in polars than a `starts_with` per field), plus the header's punctuation."""
     sep, trail, _ = plan_shape.split("|", 2)
-    n = len(plan.keys)
-    f = pl.col("_body").str.split_exact(", ", n - 1)
-    conds = [pl.col("_sep").fill_null("") == sep, pl.col("_trail") == (trail == "t")]
-    conds += [f.struct.field(f"field_{i}").str.starts_with(k + ": ") for i, k in enumerate(plan.keys)]
-    # split_exact drops what follows the n-th field, so count the separators too
-    conds.append(pl.col("_body").str.count_matches(", ", literal=True) == n - 1)
+    body_rx = "^" + ", ".join(re.escape(k) + ": [^,]*" for k in plan.keys) + "$"
+    conds = [pl.col("_sep").fill_null("") == sep, pl.col("_trail") == (trail == "t"), pl.col("_body").str.contains(body_rx)]
     return pl.all_horizontal(conds).fill_null(False)
 
 
@@ -212,15 +212,19 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
         df = df.with_columns(_body=pl.col("_body").str.replace(*_SWA_PAIR).str.replace(*_SWA_USAGE_ONLY))
     rows, rejects, unknown = [], [], {}
     rest = df
-    # 1) shapes seen before: recognised by literal tests, no shape regex
-    for (tab, shape), plan in list(_PLANS.items()):
-        if tab != table or not plan.ok or rest.height == 0:
+    # 1) shapes seen in earlier batches, commonest first: recognised without computing shapes
+    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])
+    for key in seen:
+        tab, shape = key
+        plan = _PLANS[key]
+        if not plan.ok or rest.height == 0:
             continue
         hit = rest.with_columns(_hit=_fits(shape, plan))
         part = hit.filter(pl.col("_hit"))
         if part.height == 0:
             continue
         rest = hit.filter(~pl.col("_hit")).drop("_hit")
+        _HITS[key] += part.height
         good, bad = _apply(part.drop("_hit"), table, plan, schema)
         rows.append(good)
         if bad is not None:
@@ -237,6 +241,8 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
                 if len(_PLANS) < 512:
                     _PLANS[(table, sh)] = plan
             part = rest.filter(pl.col("_shape") == sh)
+            if plan.ok and (table, sh) in _PLANS:
+                _HITS[(table, sh)] = _HITS.get((table, sh), 0) + part.height
             if not plan.ok:
                 rejects.append(part.select("line_no", pl.col("line").alias("raw"), pl.lit(plan.reason).alias("reason")))
                 continue

@@ -59,7 +59,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     (`ts`, `clock`, rank columns, `gpu`) to a frame with `line`."""
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
-    has_proc = line.str.starts_with("(") & line.str.contains(r"^\([^)]*\) \[")
+    has_proc = line.str.contains(r"^\([^)]*\) \[")
     if df.select(has_proc.any()).item():
         df = df.with_columns(
             proc=pl.when(has_proc).then(line.str.extract(r"^\(([^)]*)\) ")),
@@ -70,7 +70,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("_body")
     close = body.str.find("]", literal=True)
     df = df.with_columns(_close=close).with_columns(
-        _content=pl.when(body.str.starts_with("[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
+        _content=pl.when(body.str.contains(r"^\[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
     )
     table = _parse_contents(df.get_column("_content").drop_nulls().unique())
     df = df.join(table, on="_content", how="left", maintain_order="left")
