@@ -5,9 +5,9 @@
 1. lag: lines are appended one at a time at random intervals (50–400 ms); for each, the time
    until a row of that line is in the store (the benchmark watches the table folders for new
    Parquet files) and until a `--json-lines` status shows it (`follow.last_line`), p50/p99.
-2. idle CPU: nothing is written for `--idle` seconds; the follower's CPU seconds (user+system,
-   all threads, from /proc/PID/stat) over that time, for `--json-lines` (a status per second)
-   and for `--no-view` (the service mode).
+2. idle CPU: nothing is written for `--idle` seconds; the follower's CPU seconds over that
+   time (all its threads, from /proc/PID/task/*/schedstat, ns resolution), for `--json-lines`
+   (a status per second) and for `--no-view` (the service mode).
 3. sustained rate: a realistic mix (Decode / Prefill / HTTP / other lines) is appended in
    blocks every 50 ms at each offered rate for 5 s; reported: lines/s stored, the store lag
    at the end of the burst (p99 over blocks), and the follower's CPU per second.  The highest
@@ -40,8 +40,31 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU time of the process, threads that ended included (10 ms resolution)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (all threads)
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def thread_cpu_ns(pid: int) -> dict[str, int]:
+    """CPU ns of each live thread (schedstat): for idle periods, where /proc/PID/stat's 10 ms
+    ticks round everything to 0."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def idle_cpu(pid: int, seconds: float, wait=time.sleep) -> dict:
+    """CPU seconds over `seconds`: per-thread ns for the threads alive throughout (a thread
+    that ends takes its counter with it), and the coarse whole-process figure."""
+    t0, c0 = thread_cpu_ns(pid), cpu_seconds(pid)
+    wait(seconds)
+    t1, c1 = thread_cpu_ns(pid), cpu_seconds(pid)
+    fine = sum(t1[k] - t0[k] for k in t0.keys() & t1.keys()) / 1e9
+    return {"cpu_s": round(fine, 4), "cpu_s_coarse": round(c1 - c0, 2), "seconds": seconds}
 
 
 def mix_lines(n: int, start_s: float, rnd: random.Random) -> list[str]:
@@ -158,9 +181,7 @@ def measure_lag(work: Path, lines: int, idle_s: float, rnd: random.Random) -> di
     time.sleep(2.5)
     store_lag = [sw.time_of(i) - t for i, t in written.items() if sw.time_of(i) is not None]
     json_lag = [jw.time_of(i) - t for i, t in written.items() if jw.time_of(i) is not None]
-    c0 = cpu_seconds(proc.pid)
-    time.sleep(idle_s)
-    idle_json = cpu_seconds(proc.pid) - c0
+    idle_json = idle_cpu(proc.pid, idle_s)
     sw.stop = True
     rc = stop(proc)
     return {
@@ -171,21 +192,70 @@ def measure_lag(work: Path, lines: int, idle_s: float, rnd: random.Random) -> di
         "store_lag_max_s": round(max(store_lag), 3),
         "json_lag_p50_s": round(pct(json_lag, 50), 3),
         "json_lag_p99_s": round(pct(json_lag, 99), 3),
-        "idle_cpu_s_json_lines": round(idle_json, 3),
+        "idle_json_lines": idle_json,
         "exit_code": rc,
     }
 
 
-def measure_idle_service(work: Path, idle_s: float) -> float:
+def measure_view_lag(work: Path, lines: int, idle_s: float, rnd: random.Random) -> dict:
+    """Append → the live view (in a pseudo-terminal) shows the line's timestamp as its log time."""
+    import pty
+    import select
+
+    log, store = work / "view.log", work / "view-store"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real command, on a terminal
+        os.environ.update(COLUMNS="140", LINES="40")
+        os.execvp(sys.executable, [sys.executable, "-c", "from loglens.cli import main; main()", "tail", str(log), "--store", str(store)])
+    screen: list[tuple[float, bytes]] = []
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if select.select([fd], [], [], 0.01)[0]:
+                try:
+                    screen.append((time.monotonic(), os.read(fd, 1 << 16)))
+                except OSError:
+                    return
+
+    pump(3)  # started, first frame drawn
+    lags = []
+    for i in range(1, lines + 1):
+        line = mix_lines(1, 1000 + i, rnd)[0]
+        marker = ("log time " + (T0 + timedelta(seconds=1000 + i)).strftime("%Y-%m-%d %H:%M:%S")).encode()
+        with open(log, "a") as f:
+            f.write(line)
+        t, start = time.monotonic(), len(screen)
+        seen = None
+        while seen is None and time.monotonic() - t < 5:
+            pump(0.01)
+            seen = next((ts for ts, chunk in screen[start:] if marker in chunk), None)
+        if seen is not None:
+            lags.append(seen - t)
+        pump(rnd.uniform(0.05, 0.4))
+    pump(2)
+    idle = idle_cpu(pid, idle_s, pump)  # the view redraws once a second
+    os.kill(pid, signal.SIGTERM)
+    pump(2)
+    _, status = os.waitpid(pid, 0)
+    return {
+        "lines": lines,
+        "shown": len(lags),
+        "view_lag_p50_s": round(pct(lags, 50), 3),
+        "view_lag_p99_s": round(pct(lags, 99), 3),
+        "idle_view": idle,
+        "exit_code": os.waitstatus_to_exitcode(status),
+    }
+
+
+def measure_idle_service(work: Path, idle_s: float) -> dict:
     log, store = work / "idle.log", work / "idle-store"
     log.write_text("".join(mix_lines(100, 0, random.Random(1))))
     proc = start(log, store, "--no-view")
     time.sleep(3)  # the backlog is read, the view-less loop settles
-    c0 = cpu_seconds(proc.pid)
-    time.sleep(idle_s)
-    used = cpu_seconds(proc.pid) - c0
+    used = idle_cpu(proc.pid, idle_s)
     stop(proc)
-    return round(used, 3)
+    return used
 
 
 def measure_rate(work: Path, rate: int, seconds: float, rnd: random.Random) -> dict:
@@ -239,8 +309,10 @@ def main() -> None:
         work = Path(tmp)
         result = {"lag": measure_lag(work, args.lines, args.idle, rnd)}
         print("lag", json.dumps(result["lag"]), flush=True)
-        result["idle_cpu_s_no_view"] = measure_idle_service(work, args.idle)
-        print("idle --no-view", result["idle_cpu_s_no_view"], f"CPU s over {args.idle:.0f} s", flush=True)
+        result["view"] = measure_view_lag(work, min(args.lines, 50), args.idle, rnd)
+        print("view", json.dumps(result["view"]), flush=True)
+        result["idle_no_view"] = measure_idle_service(work, args.idle)
+        print("idle --no-view", json.dumps(result["idle_no_view"]), flush=True)
         result["rates"] = []
         for rate in map(int, args.rates.split(",")):
             r = measure_rate(work, rate, args.seconds, rnd)

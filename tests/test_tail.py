@@ -127,6 +127,19 @@ def test_compaction_merges_final_files_only_and_ingest_still_resumes(tmp_path):
     assert rows["decode"]["line_no"].is_unique().all() and rows["events"].height == 12 and rows["decode"].height == 12
 
 
+def test_merges_go_by_size_tier_and_leave_big_files_alone(tmp_path):
+    sizes = [200 << 20, 300 << 10, 300 << 10, 300 << 10, 300 << 10, 5 << 10, 5 << 10, 5 << 10, 5 << 10]
+    entries = []
+    for i, size in enumerate(sizes):
+        f = tmp_path / f"{i}.parquet"
+        with open(f, "wb") as fh:
+            fh.truncate(size)  # sparse: only the size matters here
+        entries.append((i, f))
+    runs = compaction._runs(entries, min_files=3)
+    assert [[p.name for p in r] for r in runs] == [["1.parquet", "2.parquet", "3.parquet", "4.parquet"], ["5.parquet", "6.parquet", "7.parquet", "8.parquet"]]
+    assert compaction._runs(entries[:4], min_files=3) == []  # the 200 MB file is never rewritten
+
+
 @pytest.mark.parametrize("killed_after", ["journal", "merged"])
 def test_a_merge_killed_midway_is_finished_or_forgotten_on_start(tmp_path, monkeypatch, killed_after):
     log, st = tmp_path / "a.log", Store(tmp_path / "st")
@@ -314,7 +327,7 @@ def test_tail_subprocess_stores_lines_within_a_second_and_stops_on_sigterm(tmp_p
                 fh.write(render("http", 100 + uid) + render("decode", uid))
             lags.append(_wait(lambda: _has_token(Store(store), uid * 7), 5, "line not stored"))
         assert max(lags) < 1.0, lags
-        _wait(lambda: '"log_time": "' + str(BASE + timedelta(seconds=103)) in out.read_text(), 5, "status not updated")
+        _wait(lambda: '"log_time": "' + (BASE + timedelta(seconds=103)).isoformat() in out.read_text(), 5, "status not updated")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     finally:

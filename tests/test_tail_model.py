@@ -113,6 +113,10 @@ class TailModel(RuleBasedStateMachine):
 
     @rule(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=6))
     def append_lines(self, kinds):
+        if kinds[0] == "blank" and (self.current is None or not self.lineages[self.current]):
+            # a file starts with a line of its own: two files holding only blank lines are the
+            # same bytes, and ingest (by design) keeps the same bytes once
+            kinds = ["event", *kinds]
         data = (self.rest or b"") + self._records(kinds)
         self.rest = None
         self._append(data)
@@ -266,7 +270,7 @@ def _commits(store: Store) -> list[tuple[int, int]]:
 
 
 TailModel.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=100,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -20,8 +20,12 @@ from loglens.follow.view import render
 from loglens.store import Store
 
 
+def _iso(value: object) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def _json_line(status: dict) -> None:
-    sys.stdout.write(json.dumps(status, default=str, allow_nan=False) + "\n")
+    sys.stdout.write(json.dumps(status, default=_iso, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

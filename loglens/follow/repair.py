@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from loglens.follow.commits import latest_reads
 from loglens.follow.compact import DATA_TABLES, parse_data_name, replay_journals
 from loglens.store import Store
 
 
 def _committed(store: Store, sources: set[str]) -> tuple[set[str], dict[str, int]]:
     """(every committed file_id, resume_line of the latest read of those with our sources)."""
-    files = store.read("files")
-    if files.height == 0:
-        return set(), {}
-    latest = files.sort("seq").group_by("file_id").agg(pl.col("resume_line").last(), pl.col("source").last())
+    latest = latest_reads(store)
     ours = latest.filter(pl.col("source").is_in(list(sources)))
     return set(latest["file_id"].to_list()), dict(zip(ours["file_id"].to_list(), ours["resume_line"].to_list()))
 

@@ -22,25 +22,24 @@ from pathlib import Path
 
 import polars as pl
 
+from loglens.follow.commits import latest_reads
 from loglens.reader import TAIL_BYTES, read_range, sha1
 from loglens.store import Store
 
 
 def _candidates(store: Store, sources: set[str]) -> list[dict]:
-    files = store.read("files")
-    if files.height == 0:
-        return []
-    latest = files.sort("seq").group_by("file_id").agg(pl.all().last())
-    return latest.filter(pl.col("source").is_in(list(sources)), pl.col("bytes_read") > 0).to_dicts()
+    return latest_reads(store).filter(pl.col("source").is_in(list(sources)), pl.col("bytes_read") > 0).to_dicts()
 
 
-def _matches(path: Path, size: int, row: dict, heads: dict[int, str]) -> bool:
+def _matches(path: Path, size: int, row: dict, heads: dict[int, str | None]) -> bool:
     hl, br = row["head_len"], row["bytes_read"]
     if br >= size or hl > size:
         return False
     if hl not in heads:
-        heads[hl] = sha1(read_range(path, 0, hl))
-    if heads[hl] != row["head_sha1"]:
+        head = read_range(path, 0, hl)
+        # a head of blank lines is in every file that starts with one: it identifies nothing
+        heads[hl] = sha1(head) if head.strip() else None
+    if heads[hl] is None or heads[hl] != row["head_sha1"]:
         return False
     lo = max(0, br - TAIL_BYTES)
     return sha1(read_range(path, lo, br - lo)) == row["tail_sha1"]

@@ -137,6 +137,13 @@ def _queue_series(decode: pl.DataFrame, prefill: pl.DataFrame, since: datetime |
     return per["queue_req"].to_list()
 
 
+def _gist(message: str) -> str:
+    """First line, and for a traceback its last (the exception), in at most 200 characters."""
+    lines = [ln.strip() for ln in message.strip().split("\n")]
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def _alerts(s: dict) -> list[dict]:
     out = []
     q = s["queue_history"]
@@ -210,7 +217,7 @@ def compute_status(
     last = _ordered(errs).row(-1, named=True) if errs.height else None
     s["errors"] = {
         "count": errs.height,
-        "last": last["message"].split("\n", 1)[0][:200] if last else None,
+        "last": _gist(last["message"]) if last else None,
         "last_ts": last["ts"] if last else None,
     }
     s["rejects"] = _since(rejects, since).height if rejects.height else 0
