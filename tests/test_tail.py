@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -261,6 +262,26 @@ def test_recent_rows_keep_one_copy_of_a_rewritten_tail(tmp_path):
         win.refresh()
     assert win.frames["decode"].height == 6 and win.frames["events"].height == 6
     assert win.frames["events"].sort("line_no")["line_end"].to_list() == st.read("events").sort("line_no")["line_end"].to_list()
+
+
+def test_without_file_events_the_poll_keeps_the_store_current(tmp_path, monkeypatch):
+    from loglens.follow import loop
+
+    monkeypatch.setattr(loop.Watcher, "ensure", lambda self: None)  # no inotify (NFS, containers)
+    log, st = tmp_path / "server.log", Store(tmp_path / "st")
+    stop, ticks = threading.Event(), []
+    runner = threading.Thread(target=loop.run, args=(Follower(log, st),), kwargs=dict(stop=stop, interval=0.3, on_tick=lambda: ticks.append(1)))
+    runner.start()
+    try:
+        time.sleep(0.2)
+        log.write_text(render("decode", 1))
+        assert _wait(lambda: _has_token(st, 7), 5, "not stored") < 1.0  # polled every interval
+        with open(log, "a") as fh:
+            fh.write(render("decode", 2))
+    finally:
+        stop.set()
+        runner.join(timeout=10)
+    assert _has_token(st, 14) and ticks  # the last read on the way out stored the last line
 
 
 def test_cli_refuses_a_directory_and_a_compressed_log(tmp_path):

@@ -234,11 +234,6 @@ class Follower:
         self.sources.add(report.source)
         res.reports.append(report)
 
-    def flush(self) -> StepResult:
-        """The last look before exiting: every complete line that is there now is stored.
-        Unterminated last lines stay unread (a restart reads them once they are complete)."""
-        return self.step()
-
     def close(self) -> None:
         for log in [*self.draining, *([self.current] if self.current else [])]:
             log.close()

@@ -114,7 +114,8 @@ def _history(decode: pl.DataFrame, newest: datetime | None, history_s: int, buck
         .agg(pl.col("gen_throughput").sum())
     )
     got = dict(zip(per["bucket"].to_list(), per["gen_throughput"].to_list()))
-    return [got.get(start + timedelta(seconds=bucket_s * i)) for i in range(n)]
+    values = [got.get(start + timedelta(seconds=bucket_s * i)) for i in range(n)]
+    return [None if v is None else round(v, 2) for v in values]
 
 
 def _queue_series(decode: pl.DataFrame, prefill: pl.DataFrame, since: datetime | None, bucket_s: int) -> list[int]:
