@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from loglens.reader import Chunk
 from loglens.reader import HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, read_range, sha1, is_gzip
 from loglens.schema import LINE_TABLES
-from loglens.store import Store
+from loglens.store import Store, parse_data_name
 
 
 PARSE_THREADS = 2
@@ -71,7 +71,7 @@ def expand_paths(paths: list[str | Path], exclude: Path | None = None) -> list[P
     return out
 
 
-def _lineage(store: Store, path: Path, size: int) -> tuple[dict | None, str]:
+def _lineage(store: Store, path: Path, size: int, source: str) -> tuple[dict | None, str]:
     """The previous read of this content, if any, and its file_id (or a new one)."""
     files = store.read("files")
     head_len_now = min(size, HEAD_BYTES)
@@ -84,7 +84,7 @@ def _lineage(store: Store, path: Path, size: int) -> tuple[dict | None, str]:
         hl = row["head_len"]
         if size < row["bytes_read"] or hl > size or row["bytes_read"] == 0:
             continue
-        if row["source"] != str(path.resolve()) and hl < HEAD_BYTES:
+        if row["source"] != source and hl < HEAD_BYTES:
             continue  # under another name only a full 64 KiB head is identity enough
         if hl not in cache:
             cache[hl] = sha1(read_range(path, 0, hl))
@@ -113,13 +113,6 @@ def _write(store: Store, parsed: Parsed, source: str, file_id: str, name: str, r
         report.unknown_keys[k] = report.unknown_keys.get(k, 0) + v
 
 
-def _first_line_of(name: str, file_id: str) -> int | None:
-    """`<file_id>-<first_line>[-...].parquet` → first_line."""
-    rest = name[len(file_id) + 1 :]
-    digits = rest.split("-", 1)[0].split(".", 1)[0]
-    return int(digits) if digits.isdigit() else None
-
-
 def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
     """Remove every data file of `file_id` that starts at or after `line_no`.
 
@@ -128,10 +121,9 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
     (its held-back tail, an unterminated last line, or whatever a killed run left behind)."""
     for table in [*LINE_TABLES, "config"]:
         for f in store.files_of(table):
-            if f.name.startswith(f"{file_id}-"):
-                first = _first_line_of(f.name, file_id)
-                if first is not None and first >= line_no:
-                    f.unlink(missing_ok=True)
+            parsed = parse_data_name(f.name)
+            if parsed is not None and parsed[0] == file_id and parsed[1] >= line_no:
+                f.unlink(missing_ok=True)
 
 
 def _parse_segment(segment: list[tuple[Chunk, int]], file_id: str) -> list[tuple[int, Parsed, int]]:
@@ -160,18 +152,21 @@ def ingest_file(
     store: Store,
     on_progress: Callable[[int], None] | None = None,
     partial_lines: bool = True,
+    source: str | None = None,
 ) -> FileReport:
     """Read what is new in `path` into `store`.  The `files` row written last is the commit
     point: a run killed before it leaves files that the next run removes and writes again.
 
-    `partial_lines=False` (live mode) leaves an unterminated last line for a later read."""
-    source = str(path.resolve())
+    `partial_lines=False` (live mode) leaves an unterminated last line for a later read;
+    `source` names the file when `path` is not its name (a follower reading a rotated file
+    through its open descriptor)."""
+    source = source or str(path.resolve())
     report = FileReport(source=source)
     try:
         size = logical_size(path)
     except OSError as e:
         raise IngestError(f"{path}: cannot read ({e.strerror or e})") from e
-    prev, file_id = _lineage(store, path, size)
+    prev, file_id = _lineage(store, path, size, source)
     report.file_id = file_id
     if prev is not None and prev["source"] != source:
         report.note = f"same content as {prev['source']} (rows keep that name)"
@@ -274,6 +269,9 @@ def ingest_file(
 
 
 def ingest_paths(paths: list[str | Path], store: Store, on_progress: Callable[[int], None] | None = None) -> list[FileReport]:
+    from loglens.follow.compact import replay_journals  # a merge killed by a follower
+
     store.path.mkdir(parents=True, exist_ok=True)
     store.clean_tmp()
+    replay_journals(store)
     return [ingest_file(p, store, on_progress) for p in expand_paths(paths, exclude=store.path)]

@@ -121,7 +121,10 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
             if not block:
                 break
             data = carry + block if carry else block
-            cut, clean = _cut(data)
+            if len(block) < chunk_bytes:  # the last block: no next chunk to keep records from
+                cut, clean = data.rfind(b"\n") + 1, False
+            else:
+                cut, clean = _cut(data)
             if cut == 0:
                 carry = data
                 continue

@@ -9,6 +9,7 @@ schema (loglens.schema), so all of them scan as one table.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,16 @@ import polars as pl
 from loglens.schema import TABLES, conform, empty
 
 DEFAULT_STORE = ".loglens"
+
+#: data files are named `<file_id>-<first row's line:012d><rest>.parquet`; the resume and
+#: compaction rules depend on it, so it is parsed in this one place
+_DATA_NAME = re.compile(r"^(?P<fid>[0-9a-f]{16}(?:-\d+)?)-(?P<first>\d{12})(?P<rest>.*)\.parquet$")
+
+
+def parse_data_name(name: str) -> tuple[str, int, str] | None:
+    """`<file_id>-<first_line:012d><rest>.parquet` → (file_id, first_line, rest), else None."""
+    m = _DATA_NAME.match(name)
+    return (m["fid"], int(m["first"]), m["rest"]) if m else None
 
 
 def resolve_store_path(store: str | os.PathLike | None) -> Path:

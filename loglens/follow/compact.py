@@ -40,7 +40,7 @@ import polars as pl
 
 from loglens.follow.commits import latest_reads
 from loglens.schema import LINE_TABLES
-from loglens.store import Store
+from loglens.store import Store, parse_data_name
 
 #: tables whose files are named `<file_id>-<first_line:012d>[...]`
 DATA_TABLES = [*LINE_TABLES, "config"]
@@ -54,14 +54,7 @@ MAX_BYTES = 64 << 20
 JOURNAL_DIR = ".compaction"
 
 # file_id is `<16 hex>` or `<16 hex>-<n>` (ingest._lineage); the first line has 12 digits
-_DATA_NAME = re.compile(r"^(?P<fid>[0-9a-f]{16}(?:-\d+)?)-(?P<first>\d{12})(?P<rest>.*)\.parquet$")
 _FILES_NAME = re.compile(r"^(?P<fid>[0-9a-f]{16}(?:-\d+)?)-reads?(?P<first>\d{6,})(?:-(?P<last>\d{6,}))?\.parquet$")
-
-
-def parse_data_name(name: str) -> tuple[str, int, str] | None:
-    """`<file_id>-<first_line:012d><rest>.parquet` → (file_id, first_line, rest)."""
-    m = _DATA_NAME.match(name)
-    return (m["fid"], int(m["first"]), m["rest"]) if m else None
 
 
 def _parse_files_name(name: str) -> tuple[str, int, int] | None:

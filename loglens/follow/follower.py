@@ -44,19 +44,6 @@ def _handle_path(fileno: int) -> Path:
     return proc if proc.parent.is_dir() else Path(f"/dev/fd/{fileno}")
 
 
-class _NamedHandle(type(Path())):
-    """A path that reads through a held descriptor but resolves to the name the file had when
-    it was opened.  ingest_file takes `source` from `path.resolve()`, and since d2522b1 a file
-    under another name is its old lineage only if 64 KiB of head match: a rotated log of less
-    than that (`server.log` → `server.log.1`) would be a new lineage and all its lines would be
-    stored twice.  Workaround until ingest_file takes the name as a parameter."""
-
-    name_when_opened: str | None = None
-
-    def resolve(self, strict: bool = False) -> Path:
-        return Path(self.name_when_opened) if self.name_when_opened else super().resolve(strict)
-
-
 @dataclass
 class OpenLog:
     """One log file held open, and how far its complete lines have been handed to ingest."""
@@ -83,9 +70,8 @@ class OpenLog:
 
     @property
     def path(self) -> Path:
-        p = _NamedHandle(_handle_path(self.file.fileno()))
-        p.name_when_opened = self.name
-        return p
+        """Reads through the held descriptor (the file itself, also once renamed or deleted)."""
+        return _handle_path(self.file.fileno())
 
     def pread(self, offset: int, length: int) -> bytes:
         return os.pread(self.file.fileno(), length, offset)
@@ -223,7 +209,7 @@ class Follower:
 
     def _ingest(self, log: OpenLog, res: StepResult, partial_lines: bool) -> None:
         try:
-            report = ingest_file(log.path, self.store, partial_lines=partial_lines)
+            report = ingest_file(log.path, self.store, partial_lines=partial_lines, source=log.name)
         except Exception:
             # a failed read is a killed read that goes on living: drop what it wrote now, since
             # the next read may see this file under another file_id and never drop it

@@ -19,7 +19,8 @@ from __future__ import annotations
 import polars as pl
 
 from loglens.follow.commits import latest_reads
-from loglens.follow.compact import DATA_TABLES, parse_data_name, replay_journals
+from loglens.follow.compact import DATA_TABLES, replay_journals
+from loglens.store import parse_data_name
 from loglens.store import Store
 
 
