@@ -135,3 +135,14 @@ def test_store_from_environment(tmp_path, monkeypatch):
     r = runner.invoke(app, ["ingest", str(log)])
     assert r.exit_code == 0
     assert Store(tmp_path / "envstore").read("decode").height == 1
+
+
+def test_drop_rows_from_does_not_touch_a_sibling_lineage(tmp_path):
+    from loglens.ingest import drop_rows_from
+
+    st = Store(tmp_path / "st")
+    df = pl.DataFrame({"line_no": [1], "source": ["x"], "file_id": ["0123456789abcdef"]})
+    st.write("http", df, name="0123456789abcdef-000000000001")
+    st.write("http", df.with_columns(file_id=pl.lit("0123456789abcdef-2")), name="0123456789abcdef-2-000000000001")
+    drop_rows_from(st, "0123456789abcdef", 1)
+    assert [f.name for f in st.files_of("http")] == ["0123456789abcdef-2-000000000001.parquet"]
