@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024  # two in flight: memory stays flat and well under 1 GiB
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 4096
 
