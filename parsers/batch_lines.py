@@ -132,6 +132,8 @@ def _extra_json(values: list[tuple[str, pl.Expr]]) -> pl.Expr:
 
 #: plans by shape, shared across batches (a log has a handful of shapes; most batches reuse them)
 _PLANS: dict[tuple[str, str], Plan] = {}
+#: how many known shapes are tried by literal match before falling back to computing shapes
+FAST_SHAPES = 3
 #: lines each shape matched in real input, to try the commonest shapes first
 _HITS: dict[tuple[str, str], int] = {}
 
@@ -213,7 +215,8 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
     rows, rejects, unknown = [], [], {}
     rest = df
     # 1) shapes seen in earlier batches, commonest first: recognised without computing shapes
-    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])
+    # (only the few commonest: a log of many shapes is cheaper to partition by shape below)
+    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])[:FAST_SHAPES]
     for key in seen:
         tab, shape = key
         plan = _PLANS[key]
@@ -234,13 +237,12 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
     # 2) the rest: compute each line's shape, plan each new shape once
     if rest.height:
         rest = rest.with_columns(_shape=_shape_expr())
-        for sh in rest.get_column("_shape").unique().to_list():
+        for (sh,), part in rest.partition_by("_shape", as_dict=True).items():
             plan = _PLANS.get((table, sh))
             if plan is None:
                 plan = _plan(table, sh)
                 if len(_PLANS) < 512:
                     _PLANS[(table, sh)] = plan
-            part = rest.filter(pl.col("_shape") == sh)
             if plan.ok and (table, sh) in _PLANS:
                 _HITS[(table, sh)] = _HITS.get((table, sh), 0) + part.height
             if not plan.ok:
