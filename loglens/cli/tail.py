@@ -1,4 +1,4 @@
-"""`loglens tail LOG [--store DIR] [--no-view] [--json-lines] [--interval 1.0]`"""
+"""`loglens tail LOG [--store DIR] [--no-view] [--json-lines] [--interval 0.5]`"""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def tail(
     store: StoreOption = None,
     no_view: Annotated[bool, typer.Option("--no-view", help="No live view: keep the store current (run as a service).")] = False,
     json_lines: Annotated[bool, typer.Option("--json-lines", help="Print one JSON status object per interval on stdout (no view).")] = False,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between status updates.", min=0.05)] = 1.0,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between status updates (and JSON lines).", min=0.05)] = 0.5,
     compact_files: Annotated[int, typer.Option("--compact-files", hidden=True, min=1)] = MIN_FILES,
     drain_idle: Annotated[float, typer.Option("--drain-idle", hidden=True, min=0.0)] = 5.0,
 ) -> None:
