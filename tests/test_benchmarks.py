@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 import pytest
 
 from loglens.schema import TABLES

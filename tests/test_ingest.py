@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import shutil
 from pathlib import Path
 
 import polars as pl

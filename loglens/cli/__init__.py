@@ -40,4 +40,12 @@ _register_all()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # output piped into `head` and the like
+        from loglens.cli.common import quiet_broken_pipe
+
+        try:
+            quiet_broken_pipe()
+        except typer.Exit:
+            pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated, Any, NoReturn, Optional
 
@@ -46,8 +47,19 @@ def open_store(store: Optional[str], must_exist: bool = True) -> Store:
     return st
 
 
-def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str, allow_nan=False) + "\n")
+def print_json(obj: Any, indent: int | None = 2) -> None:
+    try:
+        sys.stdout.write(json.dumps(obj, indent=indent, default=str, allow_nan=False) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_broken_pipe()
+
+
+def quiet_broken_pipe() -> NoReturn:
+    """The reader went away (`| head`): stop quietly, as command-line tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(0)
 
 
 def progress_enabled() -> bool:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 
-import json
-import sys
 from datetime import datetime
 from typing import Annotated, Optional
 
@@ -96,7 +94,7 @@ def reconcile(
             print_json(dicts[0])
         else:
             for d in dicts:
-                sys.stdout.write(json.dumps(d, default=str, allow_nan=False) + "\n")
+                print_json(d, indent=None)
     else:
         for d in dicts:
             (render_failure if "error" in d else render)(d, console)
