@@ -150,11 +150,11 @@ def gauge_by_bucket(frame: pl.DataFrame | pl.LazyFrame, columns: list[str], ever
     )
     if means.height == 0:
         return means.drop("_lines")
-    # the usual spacing of a stream's lines: its time span over its line count
-    spacing_s = means.group_by(STREAM).agg(
-        ((pl.col(BUCKET).max() - pl.col(BUCKET).min()).dt.total_microseconds() / 1e6
-         + every.total_seconds()) / pl.col("_lines").sum()
-    ).get_column(BUCKET).median() or 0.0
+    # the usual spacing of a stream's lines: the median gap between its buckets that have lines
+    # (not span ÷ count, which idle gaps between benchmark runs would inflate)
+    spacing_s = means.sort(STREAM, BUCKET).group_by(STREAM).agg(
+        (pl.col(BUCKET).diff().dt.total_microseconds() / 1e6).median().alias("_gap")
+    ).get_column("_gap").median() or 0.0
     limit = max(1, math.ceil(2 * spacing_s / every.total_seconds()))
     grid = stream_grid(means.lazy(), every).join(means.lazy().drop("_lines"), on=[STREAM, BUCKET], how="left")
     return grid.sort(STREAM, BUCKET).with_columns(
