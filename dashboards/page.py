@@ -89,6 +89,29 @@ def _waterfalls(reconciled: Reconciled) -> tuple[list[alt.LayerChart | alt.Chart
     return charts, notes
 
 
+#: above this many Decode lines the page fits its own curve instead of running the full diagnosis
+DIAGNOSE_MAX_DECODE = 200_000
+
+
+def _diagnosed_step_model(store: Store, n_decode: int, notes: list[str]) -> tuple[float | None, float | None]:
+    """The step-time model `loglens diagnose` fits (prefill-free intervals, outliers trimmed),
+    so the batch panel draws the same curve the diagnosis talks about."""
+    if n_decode == 0 or n_decode > DIAGNOSE_MAX_DECODE:
+        return None, None
+    try:
+        from loglens.diagnose import diagnose
+
+        model = diagnose(store).get("step_model") or {}
+    except Exception as e:  # the page must not fail because the diagnosis could not fit
+        notes.append(f"Step-time curve fitted on the page ({type(e).__name__} from diagnose).")
+        return None, None
+    fixed, per_req = model.get("fixed_ms"), model.get("per_req_ms")
+    if fixed is None or per_req is None:
+        return None, None
+    notes.append(f"Step-time curve from `loglens diagnose`: {fixed:.1f} ms + {per_req:.3f} ms × batch.")
+    return float(fixed), float(per_req)
+
+
 def build_dashboard(store: Store, bench: str | Path | None = None, max_points: int = MAX_POINTS) -> Dashboard:
     """Every panel for `store` (and the waterfall of each record in `bench`, when the bench
     reader and reconciler are installed).  Raises EmptyStoreError when there is nothing to draw."""
@@ -123,7 +146,8 @@ def build_dashboard(store: Store, bench: str | Path | None = None, max_points: i
     if bench is None:
         notes.append("No --bench RESULTS given: no reconcile waterfall.")
     # two charts a row under the time panels: the batch scatter, then the waterfalls
-    below = [throughput_vs_batch_chart(samples), *waterfalls]
+    fixed_ms, per_req_ms = _diagnosed_step_model(store, counts["decode"], notes)
+    below = [throughput_vs_batch_chart(samples, fixed_ms, per_req_ms), *waterfalls]
     rows = [alt.hconcat(*below[i:i + 2], spacing=40).resolve_scale(color="independent") for i in range(0, len(below), 2)]
     chart = alt.vconcat(*panels, *rows, spacing=18).resolve_scale(color="independent", stroke="shared")
     return Dashboard(title=_title(store), chart=chart, notes=notes)
