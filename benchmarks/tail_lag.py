@@ -13,7 +13,7 @@
    at the end of the burst (p99 over blocks), and the follower's CPU per second.  The highest
    rate with a p99 lag under 1 s is the sustained rate.
 
-The follower runs with its defaults (--interval 1.0); the machine's other load is not
+The follower runs with its defaults (--interval 0.5); the machine's other load is not
 controlled, so run it on a quiet machine and read the numbers as such.
 """
 
@@ -167,7 +167,7 @@ def stop(proc: subprocess.Popen) -> int:
 
 def measure_lag(work: Path, lines: int, idle_s: float, rnd: random.Random) -> dict:
     log, store = work / "lag.log", work / "lag-store"
-    proc = start(log, store, "--json-lines", "--interval", "1.0")
+    proc = start(log, store, "--json-lines")
     sw, jw = StoreWatcher(store), JsonWatcher(proc.stdout)
     sw.start()
     jw.start()
