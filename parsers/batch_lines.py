@@ -57,7 +57,7 @@ def _header(df: pl.DataFrame, table: str) -> pl.DataFrame:
     forms (`[n]` counters, legacy and mixed headers) pay for a regex."""
     msg = pl.col("msg")
     a, b = _FAST[table]
-    fast = msg.str.contains("^" + re.escape(a)) | msg.str.contains("^" + re.escape(b))
+    fast = msg.str.contains(f"^(?:{re.escape(a)}|{re.escape(b)})")
     df = df.with_columns(_fast=fast)
     quick = df.filter(pl.col("_fast")).with_columns(
         _iter=pl.lit(None, pl.String), _sep=msg.str.slice(len(a) - 2, 1), _mixed=pl.lit(None, pl.String), _body=msg.str.slice(len(a))
