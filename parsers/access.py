@@ -17,10 +17,12 @@ _ACCESS = (
 )
 
 
-def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows whose `msg` looks like an access line → (http rows, rejects)."""
+_FIELDS = ["level", "client_addr", "client_port", "method", "path", "http_version", "status", "status_text"]
+
+
+def _by_regex(df: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("msg").str.extract_groups(_ACCESS)
-    out = df.with_columns(_g=g).with_columns(
+    return df.with_columns(_g=g).with_columns(
         level=pl.col("_g").struct.field("1"),
         client_addr=pl.col("_g").struct.field("2"),
         client_port=pl.col("_g").struct.field("3").cast(pl.Int32, strict=False),
@@ -29,7 +31,47 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         http_version=pl.col("_g").struct.field("6"),
         status=pl.col("_g").struct.field("7").cast(pl.Int32, strict=False),
         status_text=pl.col("_g").struct.field("8"),
+    ).drop("_g")
+
+
+def _by_split(df: pl.DataFrame) -> pl.DataFrame:
+    """The common shape cut with splits (about twice as fast as the regex); `_ok` marks rows
+    whose pieces all check out — the others are parsed by the regex."""
+    halves = pl.col("msg").str.split_exact(' - "', 1)
+    df = df.with_columns(_who=halves.struct.field("field_0"), _req=halves.struct.field("field_1"))
+    who = pl.col("_who").str.splitn(":", 2)
+    req = pl.col("_req").str.split_exact('" ', 1)
+    df = df.with_columns(
+        level=who.struct.field("field_0"),
+        _addr=who.struct.field("field_1").str.strip_chars_start(" "),
+        _line=req.struct.field("field_0"),
+        _status=req.struct.field("field_1"),
     )
+    line = pl.col("_line").str.split_exact(" ", 2)
+    status = pl.col("_status").str.splitn(" ", 2)
+    df = df.with_columns(
+        client_addr=pl.col("_addr").str.replace(r":\d+$", ""),
+        client_port=pl.col("_addr").str.extract(r":(\d+)$").cast(pl.Int32, strict=False),
+        method=line.struct.field("field_0"),
+        path=line.struct.field("field_1"),
+        http_version=line.struct.field("field_2").str.strip_prefix("HTTP/"),
+        status=status.struct.field("field_0").cast(pl.Int32, strict=False),
+        status_text=status.struct.field("field_1"),
+    )
+    ok = (
+        pl.col("_addr").str.contains(r"^\S+:\d+$")
+        & pl.col("_line").str.contains(r"^\S+ \S+ HTTP/\d(?:\.\d)?$")
+        & pl.col("_status").str.contains(r"^\d{3}(?: |$)")
+    )
+    return df.with_columns(_ok=ok.fill_null(False)).drop("_who", "_req", "_addr", "_line", "_status")
+
+
+def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows whose `msg` looks like an access line → (http rows, rejects)."""
+    split = _by_split(df)
+    fast = split.filter(pl.col("_ok"))
+    slow = split.filter(~pl.col("_ok")).drop(_FIELDS)
+    out = pl.concat([fast, _by_regex(slow)], how="diagonal_relaxed") if slow.height else fast
     bad = out.filter(pl.col("status").is_null())
     rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit("access line without a complete request and status (truncated?)").alias("reason"))
     good = out.filter(pl.col("status").is_not_null())

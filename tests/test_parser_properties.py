@@ -48,3 +48,27 @@ def test_same_rows_however_the_input_is_split(lines, cuts):
     pieces = parse_bytes(data, splits=cuts)
     assert rows_as_records(whole) == rows_as_records(pieces)
     assert _accounted(whole) and _accounted(pieces)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.sampled_from(["INFO", "WARNING", "ERROR"]),
+    st.sampled_from(["127.0.0.1", "::1", "10.1.2.3", "[::1]", "unix"]),
+    st.one_of(st.none(), st.integers(0, 65535)),
+    st.sampled_from(["GET", "POST", "DELETE", "PATCH"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Zs", "Cc", "Cs")), min_size=1, max_size=30),
+    st.sampled_from(["1.0", "1.1", "2"]),
+    st.integers(100, 599),
+    st.sampled_from(["", " OK", " Not Found", " Internal Server Error"]),
+)
+def test_access_split_path_agrees_with_the_regex(level, addr, port, method, path, version, status, phrase):
+    import polars as pl
+
+    from loglens.parsers.access import _FIELDS, _by_regex, _by_split
+
+    who = f"{addr}:{port}" if port is not None else addr
+    msg = f'{level}:{" " * (9 - len(level) - 1)}{who} - "{method} {path} HTTP/{version}" {status}{phrase}'
+    df = pl.DataFrame({"line_no": [1], "msg": [msg], "line": [msg]})
+    split = _by_split(df)
+    if split.item(0, "_ok"):
+        assert split.select(_FIELDS).row(0) == _by_regex(df).select(_FIELDS).row(0), msg
