@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -65,3 +66,21 @@ def quiet_broken_pipe() -> NoReturn:
 def progress_enabled() -> bool:
     """Progress bars only on a terminal."""
     return sys.stderr.isatty()
+
+
+def guarded(command, name: str):
+    """`command` with any unexpected failure turned into one `Error:` line (exit 1), never a
+    traceback; usage errors, exits and Ctrl-C pass through."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:
+            quiet_broken_pipe()
+        except Exception as e:  # a bug or data we did not foresee: say what, briefly
+            fail(f"{name} failed: {type(e).__name__}: {e}. Please report this with the log that caused it.")
+
+    return run

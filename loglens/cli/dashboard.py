@@ -8,11 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from loglens.cli.common import StoreOption, console, err_console, fail, open_store, progress_enabled
+from loglens.cli.common import (
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    guarded,
+    open_store,
+    progress_enabled,
+)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("dashboard")
     def dashboard(
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="Where to write: OUT.html (one self-contained page, opens offline), OUT.png or OUT.svg.")],
@@ -45,3 +52,5 @@ def register(app: typer.Typer) -> None:
         console.print(f"Wrote {path} ({size / 1e6:.1f} MB).", markup=False)
         for note in board.notes:
             console.print(f"  {note}", markup=False, soft_wrap=True)
+
+    app.command("dashboard")(guarded(dashboard, "dashboard"))

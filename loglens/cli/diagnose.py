@@ -7,7 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from loglens.cli.common import JsonOption, StoreOption, console, fail, open_store, print_json
+from loglens.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    fail,
+    guarded,
+    open_store,
+    print_json,
+)
 from loglens.diagnose import NoDecodeData, diagnose
 from loglens.diagnose.render import render
 from loglens.diagnose.window import WindowError, select
@@ -65,4 +73,4 @@ def diagnose_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diagnose")(diagnose_cmd)
+    app.command("diagnose")(guarded(diagnose_cmd, "diagnose"))

@@ -8,7 +8,15 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
-from loglens.cli.common import JsonOption, StoreOption, console, fail, print_json, progress_enabled
+from loglens.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    fail,
+    guarded,
+    print_json,
+    progress_enabled,
+)
 from loglens.ingest import IngestError, expand_paths, ingest_paths
 from loglens.reader import logical_size
 from loglens.store import Store
@@ -60,4 +68,4 @@ def ingest(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ingest")(ingest)
+    app.command("ingest")(guarded(ingest, "ingest"))

@@ -8,15 +8,22 @@ none could be, 2 for bad flags.
 
 from __future__ import annotations
 
-import functools
-
 from datetime import datetime
 from typing import Annotated, Optional
 
 import polars as pl
 import typer
 
-from loglens.cli.common import JsonOption, StoreOption, console, err_console, fail, open_store, print_json
+from loglens.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    guarded,
+    open_store,
+    print_json,
+)
 from loglens.runs import to_seconds
 
 
@@ -56,7 +63,8 @@ def reconcile(
     --json prints one JSON object per record: pretty when there is one, one per line (JSON Lines) when there are several. Exit 0 if any record was reconciled, 1 if none could be.
     """  # noqa: E501  (one line: the help view wraps it itself)
     from loglens.bench import BenchFormatError, load_bench, select_records
-    from loglens.reconcile.core import ReconcileError, reconcile as run_reconcile
+    from loglens.reconcile.core import ReconcileError
+    from loglens.reconcile.core import reconcile as run_reconcile
     from loglens.reconcile.render import render, render_failure
 
     if quote is not None and not quote > 0:
@@ -104,15 +112,5 @@ def reconcile(
         raise typer.Exit(1)
 
 
-def _guarded(*args, **kwargs) -> None:
-    """The command, with any unexpected failure as one `Error:` line (exit 1), never a traceback."""
-    try:
-        reconcile(*args, **kwargs)
-    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as e:  # a bug or data we did not foresee: say what, briefly
-        fail(f"reconcile failed: {type(e).__name__}: {e}. Please report this with the log that caused it.")
-
-
 def register(app: typer.Typer) -> None:
-    app.command("reconcile")(functools.wraps(reconcile)(_guarded))
+    app.command("reconcile")(guarded(reconcile, "reconcile"))

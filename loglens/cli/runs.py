@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import functools
-
 import json
 import sys
 
 import typer
 from rich.table import Table
 
-from loglens.cli.common import JsonOption, StoreOption, console, fail, open_store, print_json
-
+from loglens.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    fail,
+    guarded,
+    open_store,
+    print_json,
+)
 
 SHOWN = 50  # a terminal table of 100 000 runs helps nobody
 
@@ -50,15 +55,5 @@ def runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
                   "from its recorded duration.")
 
 
-def _guarded(*args, **kwargs) -> None:
-    """The command, with any unexpected failure as one `Error:` line (exit 1), never a traceback."""
-    try:
-        runs(*args, **kwargs)
-    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as e:  # a bug or data we did not foresee: say what, briefly
-        fail(f"runs failed: {type(e).__name__}: {e}. Please report this with the log that caused it.")
-
-
 def register(app: typer.Typer) -> None:
-    app.command("runs")(functools.wraps(runs)(_guarded))
+    app.command("runs")(guarded(runs, "runs"))

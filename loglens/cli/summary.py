@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from loglens.cli.common import JsonOption, StoreOption, console, open_store, print_json
+from loglens.cli.common import (
+    JsonOption,
+    StoreOption,
+    console,
+    guarded,
+    open_store,
+    print_json,
+)
 from loglens.summary import summarize
 
 
@@ -50,4 +57,4 @@ def summary(store: StoreOption = None, as_json: JsonOption = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("summary")(summary)
+    app.command("summary")(guarded(summary, "summary"))

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
-from loglens.cli.common import StoreOption, console, err_console, fail
+from loglens.cli.common import StoreOption, console, err_console, fail, guarded
 from loglens.follow.compact import MIN_FILES
 from loglens.follow.session import LiveSession
 from loglens.follow.view import render
@@ -91,4 +91,4 @@ def tail(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("tail")(tail)
+    app.command("tail")(guarded(tail, "tail"))
