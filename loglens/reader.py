@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,7 +139,3 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
                 carry = carry[cut:]
             if carry:
                 yield Chunk(carry, pos, False, False, 1)
-
-
-def file_mtime(path: Path) -> float:
-    return os.stat(path).st_mtime
