@@ -88,9 +88,9 @@ class LineParser:
 
     def __init__(self, check: bool = True) -> None:
         if check:
-            from .registry import verify_samples
+            from .registry import ensure_verified
 
-            verify_samples()
+            ensure_verified()
         self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
 
     def feed(self, lines: pl.DataFrame, final: bool = False) -> Parsed:

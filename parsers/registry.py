@@ -15,6 +15,8 @@ once, and a new family cannot be added without samples.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -90,3 +92,30 @@ def verify_samples() -> int:
                     raise SampleMismatch(f"events sample at {fam.sample_file.name}:{src_line} has kind {kinds[k]!r}, expected {kind!r}")
         n += len(samples)
     return n
+
+
+def _fingerprint() -> str:
+    """Identity of the parser as it is now: its sources and its samples."""
+    h = hashlib.sha1()
+    here = Path(__file__).parent
+    for f in sorted([*here.glob("*.py"), *SAMPLES_DIR.glob("*.log")]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@cache
+def ensure_verified() -> None:
+    """`verify_samples()`, once per parser version: a marker in the user's cache directory
+    remembers that this exact set of sources and samples passed, so each command does not pay
+    the check again (it costs ~0.2 s); any edit to a parser module or a sample re-runs it."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "loglens"
+    marker = base / f"samples-verified-{_fingerprint()}"
+    if marker.exists():
+        return
+    verify_samples()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # an unwritable cache only means checking again next time

@@ -108,3 +108,13 @@ def test_uvicorn_error_and_bare_traceback_are_one_record():
     )
     ev = parse_bytes(text)["events"].select("line_no", "line_end", "kind").rows()
     assert ev == [(1, 4, "error"), (6, 9, "error")]
+
+
+def test_sample_check_is_remembered_per_parser_version(tmp_path, monkeypatch):
+    from loglens.parsers import registry
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    registry.ensure_verified.cache_clear()
+    registry.ensure_verified()
+    markers = list((tmp_path / "loglens").glob("samples-verified-*"))
+    assert [m.name for m in markers] == [f"samples-verified-{registry._fingerprint()}"]
