@@ -58,35 +58,66 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
     """`chunk` (every line ends with `\\n`, except possibly the last) → `line_no`, `byte_off`, `line`."""
     if not chunk:
         return pl.DataFrame(schema={"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String})
-    offsets = _line_offsets(chunk)
-    byte_off = offsets[:-1] + first_byte  # file offsets, from the bytes as they are on disk
-    try:
-        chunk.decode("utf-8")
-    except UnicodeDecodeError:
-        # U+FFFD replaces invalid bytes; a newline is never part of an invalid sequence, so
-        # the repaired text has the same lines, only their byte lengths differ
-        chunk = chunk.decode("utf-8", errors="replace").encode("utf-8")
-        offsets = _line_offsets(chunk)
-    strings = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chunk))
-    n = len(offsets) - 1
+    starts, stops = _line_bounds(chunk)
+    byte_off = starts + first_byte  # file offsets, from the bytes as they are on disk
+    if not chunk.isascii():
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            # U+FFFD replaces invalid bytes; a newline is never part of an invalid sequence, so
+            # the repaired text has the same lines, only their byte lengths differ
+            chunk = chunk.decode("utf-8", errors="replace").encode("utf-8")
+            starts, stops = _line_bounds(chunk)
+    n = len(starts)
     return pl.DataFrame(
         {
             "line_no": pl.int_range(first_line_no, first_line_no + n, eager=True, dtype=pl.Int64),
             "byte_off": pl.Series(byte_off, dtype=pl.Int64),
-            "line": pl.from_arrow(strings).str.strip_chars_end("\r\n"),
+            "line": pl.from_arrow(_string_views(chunk, starts, stops)) if len(chunk) < 2**31
+            else pl.Series([chunk[a:b].decode("utf-8") for a, b in zip(starts, stops)], dtype=pl.String),
         }
     )
 
 
-def _line_offsets(chunk: bytes) -> np.ndarray:
+def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and stop (exclusive, without the line ending) of every line."""
     arr = np.frombuffer(chunk, dtype=np.uint8)
-    ends = np.flatnonzero(arr == 10) + 1
-    if len(ends) == 0 or ends[-1] != len(chunk):
-        ends = np.append(ends, len(chunk))
-    offsets = np.empty(len(ends) + 1, dtype=np.int64)
-    offsets[0] = 0
-    offsets[1:] = ends
-    return offsets
+    ends = np.flatnonzero(arr == 10)
+    if len(ends) == 0 or ends[-1] != len(chunk) - 1:
+        ends = np.append(ends, len(chunk))  # an unterminated last line
+    starts = np.empty(len(ends), dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    stops = ends.astype(np.int64)
+    # `\r\n` endings, and any run of `\r` before the end (a line is stripped of trailing \r and \n)
+    cr = np.flatnonzero((stops > starts) & (arr[np.maximum(stops - 1, 0)] == 13))
+    while cr.size:
+        stops[cr] -= 1
+        cr = cr[(stops[cr] > starts[cr]) & (arr[np.maximum(stops[cr] - 1, 0)] == 13)]
+    return starts, stops
+
+
+def _string_views(chunk: bytes, starts: np.ndarray, stops: np.ndarray) -> pa.Array:
+    """An Arrow string-view array of the lines, pointing into `chunk` (no copy, no strip pass):
+    16 bytes per line, `length | 4-byte prefix | buffer 0 | offset`, or the whole string inline
+    when it has at most 12 bytes (Arrow's view layout, which is also polars' own)."""
+    arr = np.frombuffer(chunk, dtype=np.uint8)
+    n = len(starts)
+    length = (stops - starts).astype(np.int32)
+    views = np.zeros((n, 4), dtype=np.int32)
+    views[:, 0] = length
+    raw = views.view(np.uint8)
+    long = np.flatnonzero(length > 12)
+    if long.size:
+        at = starts[long]
+        raw[long, 4:8] = arr[np.minimum(at[:, None] + np.arange(4), len(arr) - 1)]
+        views[long, 3] = at.astype(np.int32)
+    short = np.flatnonzero(length <= 12)
+    if short.size:
+        k = np.arange(12)
+        idx = np.minimum(starts[short, None] + k, len(arr) - 1)
+        raw[short, 4:16] = np.where(k < length[short, None], arr[idx], 0)
+    return pa.Array.from_buffers(pa.string_view(), n, [None, pa.py_buffer(views), pa.py_buffer(chunk)])
 
 
 @dataclass
