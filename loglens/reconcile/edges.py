@@ -112,18 +112,21 @@ def _head(part: pl.DataFrame, start_s: float, log_interval: int, prev_end_s: flo
           warmup_tokens: float) -> pl.DataFrame:
     begin, end = part["_start_s"].to_numpy(), part["_end_s"].to_numpy()
     straddle = np.flatnonzero((begin < start_s) & (end > start_s))
-    if straddle.size == 0 or straddle[0] == 0:
-        return part  # the stream's first line: its tokens are a model guess, spread over its busy part
+    if straddle.size == 0:
+        return part
     i = int(straddle[0])
-    line, prev = part.row(i, named=True), part.row(i - 1, named=True)
+    line = part.row(i, named=True)
+    prev = part.row(i - 1, named=True) if i > 0 else None  # none: the first line after start-up
     if not line["tokens"] or line["tokens"] <= 0:
         return part
     if line["not_sample_reason"] in IDLE_REASONS:
         before = warmup_tokens
         if line["not_sample_reason"] in ("first_line", "after_startup"):
             before += SERVER_WARMUP_DECODE_TOKENS  # the server's own warmup request
-        if prev_end_s is not None and prev_end_s > prev["_end_s"]:
+        if prev is not None and prev_end_s is not None and prev_end_s > prev["_end_s"]:
             before += tail_tokens(prev, min(prev_end_s, start_s) - prev["_end_s"], log_interval)[0]
+    elif prev is None:
+        return part  # no earlier line to take a pace from: its tokens are spread over its busy part
     else:
         step_s = (prev["interval_s"] or 0.0) / log_interval
         steps = min(log_interval, (start_s - line["_start_s"]) / step_s) if step_s > 0 else 0.0
