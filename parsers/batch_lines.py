@@ -163,7 +163,12 @@ def _apply(part: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple[pl
     n = len(plan.keys)
     fields = pl.col("_body").str.split_exact(", ", n - 1)
     raw = {f"_v{i}": fields.struct.field(f"field_{i}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)}
-    out = part.with_columns(**raw)
+    return _typed_rows(part.with_columns(**raw), table, plan, schema)
+
+
+def _typed_rows(out: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Rows with the raw value of key i in `_v{i}` → typed columns (and the rows whose values
+    do not parse, as rejects)."""
     typed, extras, checks = [], [], []
     for i, (k, col) in enumerate(zip(plan.keys, plan.columns)):
         v = pl.col(f"_v{i}")
@@ -185,11 +190,12 @@ def _apply(part: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple[pl
         out = out.with_columns(_bad=reason)
         bad = out.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
         out = out.filter(pl.col("_bad").is_null())
-    extra_cols = {"variant": pl.lit(plan.variant), "iter": pl.col("_iter").cast(pl.Int64)}
+    iter_, mixed = (pl.col("_iter"), pl.col("_mixed")) if "_iter" in out.columns else (pl.lit(None, pl.String),) * 2
+    extra_cols = {"variant": pl.lit(plan.variant), "iter": iter_.cast(pl.Int64)}
     if table == "prefill":
-        extra_cols["mixed"] = pl.col("_mixed").is_not_null()
+        extra_cols["mixed"] = mixed.is_not_null()
         if "running_req" not in plan.columns:
-            extra_cols["running_req"] = pl.col("_mixed").cast(pl.Int64)
+            extra_cols["running_req"] = mixed.cast(pl.Int64)
     return out.with_columns(**extra_cols), bad
 
 
@@ -198,6 +204,74 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
 
     Rejects carry `line_no`, `raw`, `reason`."""
     schema = DECODE if table == "decode" else PREFILL
+    rows, rejects, unknown = [], [], {}
+    df = _split_known_shapes(df, table, schema, rows, rejects, unknown)
+    if df.height:
+        _tolerant(df, table, schema, rows, rejects, unknown)
+    good = pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame()
+    bad = (
+        pl.concat(rejects, how="vertical_relaxed")
+        if rejects
+        else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
+    )
+    if good.height:
+        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"], strict=False)
+    return good, bad, unknown
+
+
+#: the header the split fast path accepts, as the first `, `-separated field of the message
+_SPLIT_HEADER = {"decode": "Decode batch", "prefill": "Prefill batch"}
+
+
+def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> pl.DataFrame:
+    """The fast path: lines of the commonest known shapes with the plain `Decode batch, ` header.
+
+    The message is cut once on `, `; a line has a plan's shape when the first piece is the
+    header, piece i starts with `key_i: `, there is no piece after the last key, and no value
+    holds a `,` or ends with a space (the tolerant path would cut or strip those differently).
+    Such lines give exactly the rows the tolerant path gives; every other line is returned
+    for it."""
+    plans = [(k, _PLANS[k]) for k in sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])[:FAST_SHAPES]]
+    plans = [(k, p) for k, p in plans if p.ok and k[1].startswith(",||")]
+    if not plans or df.height == 0:
+        return df
+    n_max = max(len(p.keys) for _, p in plans)
+    names = [f"_f{i}" for i in range(n_max + 2)]
+    rest = df.with_columns(_f=pl.col("msg").str.split_exact(", ", n_max + 1).struct.rename_fields(names)).unnest("_f")
+    back = []  # lines of a known shape with a value that does not parse: the tolerant path rejects them
+    for key, plan in plans:
+        n = len(plan.keys)
+        values = {f"_v{i}": pl.col(f"_f{i + 1}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)}
+        # a `,` inside a value: the tolerant path cuts differently (numbers with one fail to parse anyway)
+        texts = [f"_v{i}" for i, c in enumerate(plan.columns) if c is None or schema[c] == pl.String]
+        fits = pl.all_horizontal(
+            pl.col("_f0") == _SPLIT_HEADER[table],
+            *[pl.col(f"_f{i + 1}").str.starts_with(k + ": ") for i, k in enumerate(plan.keys)],
+            pl.col(f"_f{n + 1}").is_null(),
+            ~pl.col(f"_v{n - 1}").str.ends_with(" "),
+            *[~pl.col(v).str.contains(",", literal=True) for v in texts],
+        ).fill_null(False)
+        rest = rest.with_columns(**values).with_columns(_hit=fits)
+        hits = rest.select(pl.col("_hit").sum()).item()
+        if hits == 0:
+            continue
+        part, rest = (rest, rest.clear()) if hits == rest.height else (rest.filter(pl.col("_hit")), rest.filter(~pl.col("_hit")))
+        good, bad = _typed_rows(part, table, plan, schema)
+        if bad is not None:
+            back.append(part.filter(pl.col("line_no").is_in(bad.get_column("line_no").implode())))
+        _HITS[key] += good.height
+        rows.append(good)
+        for k in plan.unknown:
+            unknown[k] = unknown.get(k, 0) + good.height
+        if rest.height == 0:
+            break
+    rest = pl.concat([rest, *back], how="diagonal_relaxed") if back else rest
+    drop = [*names, "_hit", *(c for c in rest.columns if c.startswith("_v"))]
+    return rest.drop(drop, strict=False).sort("line_no") if back else rest.drop(drop, strict=False)
+
+
+def _tolerant(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> None:
+    """Any header and grammar: shapes computed per line, one plan per shape."""
     df = _header(df, table)
     # normalise legacy grammars into `key: value, key: value`
     b = pl.col("_body").str.strip_chars_end(" ")
@@ -212,7 +286,6 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
             )
     if df.select(pl.col("_body").str.contains("=", literal=True).any()).item():
         df = df.with_columns(_body=pl.col("_body").str.replace(*_SWA_PAIR).str.replace(*_SWA_USAGE_ONLY))
-    rows, rejects, unknown = [], [], {}
     rest = df
     # 1) shapes seen in earlier batches, commonest first: recognised without computing shapes
     # (only the few commonest: a log of many shapes is cheaper to partition by shape below)
@@ -254,12 +327,3 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
                 rejects.append(bad)
             for k in plan.unknown:
                 unknown[k] = unknown.get(k, 0) + part.height
-    good = pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame()
-    bad = (
-        pl.concat(rejects, how="vertical_relaxed")
-        if rejects
-        else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
-    )
-    if good.height:
-        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"], strict=False)
-    return good, bad, unknown

@@ -72,3 +72,60 @@ def test_access_split_path_agrees_with_the_regex(level, addr, port, method, path
     split = _by_split(df)
     if split.item(0, "_ok"):
         assert split.select(_FIELDS).row(0) == _by_regex(df).select(_FIELDS).row(0), msg
+
+
+_ODD = st.sampled_from(["", "1,5", "2 ", "7%", "0.5, x: 1", "nan", "x", "-3"])
+
+
+def _value(key: str):
+    """A well-formed value for the key, now and then an odd one."""
+    good = (st.sampled_from(["True", "False"]) if key == "cuda graph"
+            else st.floats(0, 1e5, allow_nan=False).map(lambda f: f"{f:.2f}") if "usage" in key or "throughput" in key
+            else st.integers(0, 10**6).map(str))
+    return st.one_of(good, good, good, _ODD)
+
+
+_KEYS = {"decode": ["#running-req", "#token", "token usage", "cuda graph", "gen throughput (token/s)", "#queue-req"],
+         "prefill": ["#new-seq", "#new-token", "#cached-token", "token usage", "#running-req", "#queue-req",
+                     "input throughput (token/s)", "cuda graph"]}
+_LINE = st.sampled_from(["decode", "prefill"]).flatmap(
+    lambda t: st.tuples(st.just(t), st.tuples(*[_value(k) for k in _KEYS[t]]), st.sampled_from(["", "", ", ", " ", ", extra: 1"])))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=12))
+def test_batch_split_path_agrees_with_the_tolerant_path(specs):
+    """Lines the fast path takes (known shape, plain `, ` header) give exactly the rows and
+    rejects the tolerant path gives, whatever the values hold."""
+    import polars as pl
+
+    from loglens.parsers import batch_lines
+
+    keys = _KEYS
+    header = {"decode": "Decode batch, ", "prefill": "Prefill batch, "}
+    msgs = {"decode": [], "prefill": []}
+    for table, values, tail in specs:
+        body = ", ".join(f"{k}: {v}" for k, v in zip(keys[table], values))
+        msgs[table].append(header[table] + body + tail)
+    saved = dict(batch_lines._HITS), dict(batch_lines._PLANS)
+    try:
+        for table, lines in msgs.items():
+            if not lines:
+                continue
+            df = pl.DataFrame({"line_no": range(1, len(lines) + 1), "line": lines, "msg": lines})
+            batch_lines._HITS.clear()
+            slow = batch_lines.parse_batch_lines(df, table)
+            # prime the fast path with the clean shape only, as a clean line of it would
+            batch_lines._HITS.clear()
+            clean = header[table] + ", ".join(f"{k}: 1" for k in keys[table])
+            batch_lines.parse_batch_lines(pl.DataFrame({"line_no": [0], "line": [clean], "msg": [clean]}), table)
+            fast = batch_lines.parse_batch_lines(df, table)
+            for a, b in zip(fast[:2], slow[:2]):
+                assert (a.height == b.height == 0) or a.select(sorted(a.columns)).sort("line_no").equals(
+                    b.select(sorted(b.columns)).sort("line_no")), lines
+            assert fast[2] == slow[2]
+    finally:
+        batch_lines._HITS.clear()
+        batch_lines._HITS.update(saved[0])
+        batch_lines._PLANS.clear()
+        batch_lines._PLANS.update(saved[1])
