@@ -41,15 +41,20 @@ class Parsed:
     unknown_keys: dict[str, int] = field(default_factory=dict)
 
 
+#: a Decode line's message starts with these 12 characters (12: polars keeps them inline)
+_DECODE_HEAD = "Decode batch"
+
+
 def _family(df: pl.DataFrame) -> pl.DataFrame:
-    """Which family each line belongs to.  Anchored regexes (`^…`) are the cheapest test polars
-    offers here (cheaper than `starts_with`); the precise grammar is checked by each family's
-    parser, and a line that fails it becomes a reject."""
+    """Which family each line belongs to: Decode lines by the message's first 12 characters,
+    the others by anchored regexes (cheap when they fail at the first character); the precise grammar is checked by each
+    family's parser, and a line that fails it becomes a reject."""
     msg, line = pl.col("msg"), pl.col("line")
+    head = msg.str.slice(0, 12)
     fam = (
         pl.when(line.str.contains(r"^\s*$"))
         .then(pl.lit("blank"))
-        .when(msg.str.contains(r"^Decode batch") | (pl.col("pfx").is_null() & line.str.contains(r"^#running-req:")))
+        .when((head == _DECODE_HEAD) | (pl.col("pfx").is_null() & line.str.contains(r"^#running-req:")))
         .then(pl.lit("decode"))
         .when(msg.str.contains(r"^(?:Prefill? batch|new fill batch)"))
         .then(pl.lit("prefill"))
@@ -58,8 +63,9 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("event"))
     )
     df = df.with_columns(family=fam)
-    # a second `[date time ...] ` inside the line: two lines glued (literal pre-test, then regex)
-    maybe = line.str.slice(1).str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])
+    # a second `[date time ...] ` inside the line: two lines glued (literal pre-test on the
+    # message — a valid prefix holds no `[` — then the regex)
+    maybe = msg.str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])
     if df.select(maybe.any()).item():
         glued = maybe & line.str.contains(_GLUED)
         df = df.with_columns(family=pl.when(glued).then(pl.lit("glued")).otherwise(pl.col("family")))
@@ -72,15 +78,22 @@ def _records(ev: pl.DataFrame) -> pl.DataFrame:
     Continuation lines join the record above when its head is an error (or a blank line, after
     which traceback text groups on its own).  Continuation lines right after a batch or access
     line are orphans: they group by themselves, a new group at each `Traceback (most recent
-    call last):`, so a traceback printed after a Decode line is still one record."""
+    call last):`, so a traceback printed after a Decode line is still one record.
+
+    `_rec` groups are runs of consecutive rows, so "first of the group" is a forward fill from
+    the group's first row (much cheaper than window expressions over thousands of groups)."""
     ev = ev.with_columns(_cand=pl.col("_cont"), kind=kind_expr(pl.col("msg")))
-    head_kind = pl.col("kind").first().over("_rec")
-    attached = pl.col("_head_ev") & (head_kind.is_in(["error", "traceback"]) | pl.col("_cand").first().over("_rec"))
+    rec_start = (pl.col("_rec") != pl.col("_rec").shift(1)).fill_null(True)
+    head_kind = pl.when(rec_start).then(pl.col("kind")).forward_fill()
+    cand_first = pl.when(rec_start).then(pl.col("_cand")).forward_fill()
+    attached = pl.col("_head_ev") & (head_kind.is_in(["error", "traceback"]) | cand_first)
     orphan = pl.col("_cand") & ~pl.col("_head_ev")
-    first_orphan = orphan & ~orphan.shift(1).over("_rec").fill_null(False)
+    prev_orphan = pl.when(rec_start).then(pl.lit(False)).otherwise(orphan.shift(1)).fill_null(False)
+    first_orphan = orphan & ~prev_orphan
     tb_start = pl.col("line").str.starts_with("Traceback (most recent call last)")
     start = (~pl.col("_cand")) | (~orphan & ~attached) | first_orphan | (orphan & tb_start)
-    return ev.with_columns(_rec=pl.col("_rec") * 1_000_000 + start.cast(pl.Int64).cum_sum().over("_rec"))
+    # every group's first row starts a record, so one running count numbers them all
+    return ev.with_columns(_rec=(start | rec_start).cast(pl.Int64).cum_sum())
 
 
 class LineParser:
@@ -172,12 +185,13 @@ class LineParser:
             return pl.DataFrame()
         ev = _records(ev.with_columns(family=pl.col("family")))
         ev = ev.filter(pl.col("family") == "event")
-        ev = ev.with_columns(_multi=pl.len().over("_rec") > 1)
+        rec = pl.col("_rec")
+        ev = ev.with_columns(_multi=((rec == rec.shift(1)) | (rec == rec.shift(-1))).fill_null(False))
         single = ev.filter(~pl.col("_multi")).with_columns(line_end=pl.col("line_no"), message=pl.col("msg"))
         parts = [single]
         multi = ev.filter(pl.col("_multi")).sort("line_no")
         if multi.height:
-            first = pl.col("line_no") == pl.col("line_no").min().over("_rec")
+            first = (pl.col("_rec") != pl.col("_rec").shift(1)).fill_null(True)
             text = pl.when(first).then(pl.col("msg")).otherwise(pl.col("line"))
             agg = multi.with_columns(_text=text).group_by("_rec").agg(
                 pl.all().exclude("_text").first(),
