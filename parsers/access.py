@@ -49,9 +49,10 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
     )
     line = pl.col("_line").str.split_exact(" ", 2)
     status = pl.col("_status").str.splitn(" ", 2)
-    df = df.with_columns(
-        client_addr=pl.col("_addr").str.replace(r":\d+$", ""),
-        client_port=pl.col("_addr").str.extract(r":(\d+)$").cast(pl.Int32, strict=False),
+    port_at = pl.col("_port_at")
+    df = df.with_columns(_port_at=pl.col("_addr").str.find(r":\d+$")).with_columns(
+        client_addr=pl.when(port_at.is_null()).then(pl.col("_addr")).otherwise(pl.col("_addr").str.slice(0, port_at)),
+        client_port=pl.col("_addr").str.slice(port_at + 1).cast(pl.Int32, strict=False),
         method=line.struct.field("field_0"),
         path=line.struct.field("field_1"),
         http_version=line.struct.field("field_2").str.strip_prefix("HTTP/"),
@@ -63,7 +64,7 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
         & pl.col("_line").str.contains(r"^\S+ \S+ HTTP/\d(?:\.\d)?$")
         & pl.col("_status").str.contains(r"^\d{3}(?: |$)")
     )
-    return df.with_columns(_ok=ok.fill_null(False)).drop("_who", "_req", "_addr", "_line", "_status")
+    return df.with_columns(_ok=ok.fill_null(False)).drop("_who", "_req", "_addr", "_line", "_status", "_port_at")
 
 
 def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -75,5 +76,5 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     bad = out.filter(pl.col("status").is_null())
     rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit("access line without a complete request and status (truncated?)").alias("reason"))
     good = out.filter(pl.col("status").is_not_null())
-    drop = [c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"]
+    drop = [c for c in good.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"]
     return good.drop(drop, strict=False), rejects

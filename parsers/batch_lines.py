@@ -215,7 +215,7 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
         else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
     )
     if good.height:
-        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"], strict=False)
+        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
     return good, bad, unknown
 
 

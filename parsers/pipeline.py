@@ -54,7 +54,7 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     fam = (
         pl.when(line.str.contains(r"^\s*$"))
         .then(pl.lit("blank"))
-        .when((head == _DECODE_HEAD) | (pl.col("pfx").is_null() & line.str.contains(r"^#running-req:")))
+        .when((head == _DECODE_HEAD) | (~pl.col("_pfx") & line.str.contains(r"^#running-req:")))
         .then(pl.lit("decode"))
         .when(msg.str.contains(r"^(?:Prefill? batch|new fill batch)"))
         .then(pl.lit("prefill"))
@@ -118,7 +118,7 @@ class LineParser:
         df = split_prefix(df)
         df = _family(df)
         # record structure over all lines, so blanks and other families end a traceback
-        cont = pl.col("pfx").is_null() & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
+        cont = ~pl.col("_pfx") & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
         # a record is a line plus the continuation lines after it; any other line starts one
         df = df.with_columns(_cont=cont).with_columns(
             _rec=(~pl.col("_cont")).cum_sum(),
@@ -203,7 +203,7 @@ class LineParser:
         # a record that starts with a bare continuation line (after a blank, say) is traceback text
         out = out.with_columns(kind=pl.when((pl.col("kind") == "other") & pl.col("_cand")).then(pl.lit("traceback")).otherwise(pl.col("kind")))
         out = event_numbers(out)
-        return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "pfx", "family", "byte_off"], strict=False)
+        return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
 
     @staticmethod
     def _config(events: pl.DataFrame) -> pl.DataFrame | None:

@@ -55,7 +55,7 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
 
 
 def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
-    """Add `proc`, `pfx` (bracket content or null), `msg` and the typed prefix columns
+    """Add `proc`, `_pfx` (has a valid `[…]` prefix), `msg` and the typed prefix columns
     (`ts`, `clock`, rank columns, `gpu`) to a frame with `line`."""
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
@@ -70,7 +70,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     body = pl.col("_body")
     close = body.str.find("]", literal=True)
     df = df.with_columns(_close=close).with_columns(
-        _content=pl.when(body.str.contains(r"^\[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
+        _content=pl.when((body.str.slice(0, 1) == "[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
     )
     table = _parse_contents(df.get_column("_content").drop_nulls().unique())
     df = df.join(table, on="_content", how="left", maintain_order="left")
@@ -78,7 +78,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     # the message starts after `] ` (or `]`); computed as an offset so only one slice is made
     space = (body.str.slice(pl.col("_close") + 1, 1) == " ").cast(pl.Int64)
     offset = pl.when(valid).then(pl.col("_close") + 1 + space).otherwise(0)
-    df = df.with_columns(pfx=pl.when(valid).then(pl.col("_content")), msg=body.str.slice(offset))
+    df = df.with_columns(_pfx=valid, msg=body.str.slice(offset))
     return df.drop("_body", "_close", "_content", "_valid")
 
 
