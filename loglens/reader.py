@@ -56,17 +56,17 @@ def sha1(data: bytes) -> str:
 
 def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFrame:
     """`chunk` (every line ends with `\\n`, except possibly the last) → `line_no`, `byte_off`, `line`."""
-    if not chunk:
+    if not len(chunk):
         return pl.DataFrame(schema={"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String})
     starts, stops = _line_bounds(chunk)
     byte_off = starts + first_byte  # file offsets, from the bytes as they are on disk
-    if not chunk.isascii():
+    if not _is_ascii(chunk):
         try:
-            chunk.decode("utf-8")
+            str(chunk, "utf-8")
         except UnicodeDecodeError:
             # U+FFFD replaces invalid bytes; a newline is never part of an invalid sequence, so
             # the repaired text has the same lines, only their byte lengths differ
-            chunk = chunk.decode("utf-8", errors="replace").encode("utf-8")
+            chunk = str(chunk, "utf-8", errors="replace").encode("utf-8")
             starts, stops = _line_bounds(chunk)
     n = len(starts)
     return pl.DataFrame(
@@ -74,9 +74,15 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
             "line_no": pl.int_range(first_line_no, first_line_no + n, eager=True, dtype=pl.Int64),
             "byte_off": pl.Series(byte_off, dtype=pl.Int64),
             "line": pl.from_arrow(_string_views(chunk, starts, stops)) if len(chunk) < 2**31
-            else pl.Series([chunk[a:b].decode("utf-8") for a, b in zip(starts, stops)], dtype=pl.String),
+            else pl.Series([str(chunk[a:b], "utf-8") for a, b in zip(starts, stops)], dtype=pl.String),
         }
     )
+
+
+def _is_ascii(chunk) -> bool:
+    if isinstance(chunk, bytes):
+        return chunk.isascii()
+    return int(np.frombuffer(chunk, dtype=np.uint8).max(initial=0)) < 128
 
 
 def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +128,7 @@ def _string_views(chunk: bytes, starts: np.ndarray, stops: np.ndarray) -> pa.Arr
 
 @dataclass
 class Chunk:
-    data: bytes
+    data: bytes | memoryview
     start: int  # byte offset of data[0] in the file
     complete: bool  # False for an unterminated last line
     ends_record: bool = False  # the next chunk starts with a `[`-prefixed line: no record spans the cut
@@ -141,6 +147,42 @@ def _cut(data: bytes) -> tuple[int, bool]:
 
 def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
     """Chunks of complete lines from byte `start`; a final unterminated line comes last, alone."""
+    if is_gzip(path):
+        yield from _iter_stream_chunks(path, start, chunk_bytes)
+        return
+    # a plain file is read again from where the previous chunk was cut (the few bytes after the
+    # cut are read twice) and chunks are views of what was read: no bytes are copied
+    with open(path, "rb") as f:
+        pos = start
+        size = chunk_bytes
+        while True:
+            f.seek(pos)
+            data = f.read(size)
+            if not data:
+                return
+            last = len(data) < size
+            cut, clean = (data.rfind(b"\n") + 1, False) if last else _cut(data)
+            if cut == 0 and not last:
+                size *= 2  # a line longer than a chunk: read more of it
+                continue
+            size = chunk_bytes
+            if cut:
+                view = memoryview(data)[:cut]
+                yield Chunk(view, pos, True, clean, _count_newlines(view))
+                pos += cut
+            if last:
+                if cut < len(data):
+                    yield Chunk(memoryview(data)[cut:], pos, False, False, 1)
+                return
+
+
+def _count_newlines(view) -> int:
+    return int(np.count_nonzero(np.frombuffer(view, dtype=np.uint8) == 10))
+
+
+def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int) -> Iterator[Chunk]:
+    """`iter_chunks` for a stream that cannot seek back cheaply (gzip): the bytes after a cut
+    are carried into the next chunk."""
     with open_bytes(path) as f:
         if start:
             f.seek(start)

