@@ -14,10 +14,19 @@ import uuid
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from loglens.schema import TABLES, conform, empty
 
 DEFAULT_STORE = ".loglens"
+
+#: Parquet settings (pyarrow's writer, which takes per-column choices).  LZ4 and dictionaries
+#: only for the few-valued text columns: writing is ~40 % cheaper than zstd with dictionaries
+#: everywhere (ingest writes every row once), files ~2x larger (~13 % of the log), and LZ4
+#: reads back faster.  Min/max statistics on the columns queries filter by, for pushdown.
+_DICTIONARY = ["source", "file_id", "variant", "graph_device", "level", "method", "path", "status_text",
+               "http_version", "kind", "client_addr"]
+_STATISTICS = ["ts", "line_no", "file_id", "source", "kind"]
 
 #: data files are named `<file_id>-<first row's line:012d><rest>.parquet`; the resume and
 #: compaction rules depend on it, so it is parsed in this one place
@@ -77,9 +86,8 @@ class Store:
         name = name or uuid.uuid4().hex
         final = d / f"{name}.parquet"
         tmp = d / f".{name}.{uuid.uuid4().hex[:8]}.parquet.tmp"
-        # zstd level 1: ~10 % faster than the default level for ~5 % larger files (ingest writes
-        # a Parquet file per table per 16 MB of log); min/max statistics serve predicate pushdown
-        conform(df, table).write_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
+        pq.write_table(conform(df, table).to_arrow(), tmp, compression="lz4", use_dictionary=_DICTIONARY,
+                       write_statistics=_STATISTICS)
         os.replace(tmp, final)
         return final
 
