@@ -126,22 +126,29 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
                 f.unlink(missing_ok=True)
 
 
-def _parse_segment(segment: list[tuple[Chunk, int]], file_id: str) -> list[tuple[int, Parsed, int]]:
-    """Parse chunks no record spans beyond; returns (first row's line, rows, bytes) per chunk."""
+def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, file_id: str) -> list[tuple[FileReport, int, int]]:
+    """Parse and write chunks no record spans beyond (in a worker thread: polars releases the
+    GIL); returns (rows written, blank lines, bytes) per chunk."""
     parser = LineParser()
     out = []
     for i, (chunk, first_no) in enumerate(segment):
         held = parser.pending_start
         parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=(i == len(segment) - 1))
-        out.append((held[0] if held else first_no, parsed, len(chunk.data)))
+        written = FileReport(source=source)
+        _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", written)
+        out.append((written, parsed.blank_lines, len(chunk.data)))
     return out
 
 
-def _write_results(store, results, source, file_id, report, on_progress) -> int:
+def _collect(results: list[tuple[FileReport, int, int]], report: FileReport, on_progress) -> int:
+    """Add what a worker wrote to the report; returns the blank lines."""
     blanks = 0
-    for first, parsed, nbytes in results:
-        _write(store, parsed, source, file_id, f"{file_id}-{first:012d}", report)
-        blanks += parsed.blank_lines
+    for written, blank_lines, nbytes in results:
+        for k, v in written.rows.items():
+            report.rows[k] = report.rows.get(k, 0) + v
+        for k, v in written.unknown_keys.items():
+            report.unknown_keys[k] = report.unknown_keys.get(k, 0) + v
+        blanks += blank_lines
         if on_progress:
             on_progress(nbytes)
     return blanks
@@ -186,8 +193,9 @@ def ingest_file(
         blanks_before = prev["blank_lines"] - (prev["tail_blank_lines"] or 0)
         report.status = "grown"
     # Segments are runs of chunks that no record spans (cut before a `[`-prefixed line); they
-    # parse independently, two at a time (polars releases the GIL).  The last segment is parsed
-    # here, in order, so its held-back record and an unterminated last line can be resumed.
+    # are parsed and written independently, two at a time, by worker threads (polars and
+    # pyarrow release the GIL) while this thread reads ahead.  The last segment is parsed here,
+    # in order, so its held-back record and an unterminated last line can be resumed.
     total_blank = 0
     consumed = start
     partial = None
@@ -204,23 +212,26 @@ def ingest_file(
             consumed += len(chunk.data)
             if chunk.ends_record:
                 if segments:  # the segment before is not the last: hand it to a worker
-                    futures.append(pool.submit(_parse_segment, segments.pop(), file_id))
+                    futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
                 segments.append(current)
                 current = []
             while len(futures) > PARSE_THREADS or (futures and futures[0].done()):
-                total_blank += _write_results(store, futures.popleft().result(), source, file_id, report, on_progress)
+                total_blank += _collect(futures.popleft().result(), report, on_progress)
         if current:
             if segments:
-                futures.append(pool.submit(_parse_segment, segments.pop(), file_id))
+                futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
             segments.append(current)
         while futures:
-            total_blank += _write_results(store, futures.popleft().result(), source, file_id, report, on_progress)
+            total_blank += _collect(futures.popleft().result(), report, on_progress)
     parser = LineParser()
     for chunk, first_no in segments[0] if segments else []:
         frame = lines_frame(chunk.data, first_no, chunk.start)
         held = parser.pending_start
         parsed = parser.feed(frame)
-        total_blank += _write_results(store, [(held[0] if held else first_no, parsed, len(chunk.data))], source, file_id, report, on_progress)
+        _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", report)
+        total_blank += parsed.blank_lines
+        if on_progress:
+            on_progress(len(chunk.data))
     pend = parser.pending_start
     if pend is not None:
         resume_line, resume_at = pend
