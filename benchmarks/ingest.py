@@ -9,7 +9,9 @@ The machine is shared and noisy, so every figure is taken side by side with its 
 each repetition runs every (size, tool) pair once, round-robin, with the tool order rotated
 between repetitions, and medians over repetitions are reported.  Each tool runs as a child
 process (through a tiny launcher, see LAUNCHER); wall time is measured around it, CPU time
-(user+sys) and peak RSS come from `os.wait4`, i.e. the child and any process it waited for.  Logs are generated once and cached
+(user+sys) comes from `os.wait4`, i.e. the child and any process it waited for, and peak
+memory is the larger of the biggest process's peak RSS (`ru_maxrss`) and the peak of the PSS
+summed over the whole process tree (sampled every 50 ms, so worker processes add up).  Logs are generated once and cached
 under benchmarks/data/ (git-ignored), and read once before timing so every tool starts from
 the page cache.
 
@@ -122,21 +124,54 @@ def _last_line(text: str) -> str:
 # vfork semantics, so a tool started straight from the harness (numpy, pyarrow, generated
 # blocks: 100+ MiB) would report at least the harness's peak.  `python -I -S` with nothing
 # imported is ~8 MiB, below any tool measured here.  The launcher also takes the wall time, so
-# interpreter start-up is not charged to the tool (it matters next to rg's ~0.1 s).
+# interpreter start-up is not charged to the tool (it matters next to rg's ~0.1 s).  It also
+# samples the tool's process tree: `ru_maxrss` is one process's peak, and loglens may run
+# worker processes, whose memory adds up.
 LAUNCHER = r"""
-import os, sys, time
+import os, sys, threading, time
 result, cmd = sys.argv[1], sys.argv[2:]
+
+def tree_pss_kib(root):
+    # PSS summed over the tool and every process under it (worker processes included; shared
+    # pages are split among the processes sharing them, so nothing is counted twice)
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, stack = 0, [root]
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+        stack.extend(kids.get(p, []))
+    return total
+
 t0 = time.perf_counter()
 try:
     pid = os.posix_spawnp(cmd[0], cmd, os.environ)
 except OSError as e:
     sys.stderr.write(f"{cmd[0]}: {e.strerror}\n")
     sys.exit(127)
+peak, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], tree_pss_kib(pid))
+        done.wait(0.05)
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
 _, status, ru = os.wait4(pid, 0)
 wall = time.perf_counter() - t0
+done.set()
 rc = os.waitstatus_to_exitcode(status)
 with open(result, "w") as f:
-    f.write(f"{wall} {ru.ru_utime} {ru.ru_stime} {ru.ru_maxrss} {rc}")
+    f.write(f"{wall} {ru.ru_utime} {ru.ru_stime} {max(ru.ru_maxrss, peak[0])} {rc}")
 sys.exit(rc if rc >= 0 else 128 - rc)
 """
 
