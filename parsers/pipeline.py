@@ -43,6 +43,8 @@ class Parsed:
 
 #: a Decode line's message starts with these 12 characters (12: polars keeps them inline)
 _DECODE_HEAD = "Decode batch"
+#: where a line goes (an enum: comparing and filtering on it is far cheaper than on strings)
+FAMILY = pl.Enum(["blank", "decode", "prefill", "http", "event", "glued"])
 
 
 def _family(df: pl.DataFrame) -> pl.DataFrame:
@@ -53,14 +55,14 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     head = msg.str.slice(0, 12)
     fam = (
         pl.when(line.str.contains(r"^\s*$"))
-        .then(pl.lit("blank"))
+        .then(pl.lit("blank", FAMILY))
         .when((head == _DECODE_HEAD) | (~pl.col("_pfx") & line.str.contains(r"^#running-req:")))
-        .then(pl.lit("decode"))
+        .then(pl.lit("decode", FAMILY))
         .when(msg.str.contains(r"^(?:Prefill? batch|new fill batch)"))
-        .then(pl.lit("prefill"))
+        .then(pl.lit("prefill", FAMILY))
         .when(msg.str.contains(ACCESS_LIKE))
-        .then(pl.lit("http"))
-        .otherwise(pl.lit("event"))
+        .then(pl.lit("http", FAMILY))
+        .otherwise(pl.lit("event", FAMILY))
     )
     df = df.with_columns(family=fam)
     # a second `[date time ...] ` inside the line: two lines glued (literal pre-test on the
@@ -68,7 +70,7 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     maybe = msg.str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])
     if df.select(maybe.any()).item():
         glued = maybe & line.str.contains(_GLUED)
-        df = df.with_columns(family=pl.when(glued).then(pl.lit("glued")).otherwise(pl.col("family")))
+        df = df.with_columns(family=pl.when(glued).then(pl.lit("glued", FAMILY)).otherwise(pl.col("family")))
     return df
 
 
