@@ -35,36 +35,30 @@ def _by_regex(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _by_split(df: pl.DataFrame) -> pl.DataFrame:
-    """The common shape cut with splits (about twice as fast as the regex); `_ok` marks rows
-    whose pieces all check out — the others are parsed by the regex."""
-    halves = pl.col("msg").str.split_exact(' - "', 1)
-    df = df.with_columns(_who=halves.struct.field("field_0"), _req=halves.struct.field("field_1"))
+    """The common shape cut with three splits (about twice as fast as the regex); `_ok` marks
+    rows whose pieces all check out — the others are parsed by the regex."""
+    halves = pl.col("msg").str.split_exact(' - "', 1).struct.rename_fields(["_who", "_req"])
+    df = df.with_columns(_h=halves).unnest("_h")
     who = pl.col("_who").str.splitn(":", 2)
-    req = pl.col("_req").str.split_exact('" ', 1)
-    df = df.with_columns(
-        level=who.struct.field("field_0"),
-        _addr=who.struct.field("field_1").str.strip_chars_start(" "),
-        _line=req.struct.field("field_0"),
-        _status=req.struct.field("field_1"),
-    )
-    line = pl.col("_line").str.split_exact(" ", 2)
-    status = pl.col("_status").str.splitn(" ", 2)
+    # `POST /generate HTTP/1.1" 200 OK`: method, path, version", code, phrase (may hold spaces)
+    req = pl.col("_req").str.splitn(" ", 5).struct.rename_fields(["method", "path", "_ver", "_code", "status_text"])
+    df = df.with_columns(level=who.struct.field("field_0"), _addr=who.struct.field("field_1").str.strip_chars_start(" "),
+                         _r=req).unnest("_r")
     port_at = pl.col("_port_at")
     df = df.with_columns(_port_at=pl.col("_addr").str.find(r":\d+$")).with_columns(
         client_addr=pl.when(port_at.is_null()).then(pl.col("_addr")).otherwise(pl.col("_addr").str.slice(0, port_at)),
         client_port=pl.col("_addr").str.slice(port_at + 1).cast(pl.Int32, strict=False),
-        method=line.struct.field("field_0"),
-        path=line.struct.field("field_1"),
-        http_version=line.struct.field("field_2").str.strip_prefix("HTTP/"),
-        status=status.struct.field("field_0").cast(pl.Int32, strict=False),
-        status_text=status.struct.field("field_1"),
+        http_version=pl.col("_ver").str.slice(5, pl.col("_ver").str.len_bytes() - 6),
+        status=pl.col("_code").cast(pl.Int32, strict=False),
     )
     ok = (
         pl.col("_addr").str.contains(r"^\S+:\d+$")
-        & pl.col("_line").str.contains(r"^\S+ \S+ HTTP/\d(?:\.\d)?$")
-        & pl.col("_status").str.contains(r"^\d{3}(?: |$)")
+        & pl.col("method").str.contains(r"^\S+$")
+        & pl.col("path").str.contains(r"^\S+$")
+        & pl.col("_ver").str.contains(r'^HTTP/\d(?:\.\d)?"$')
+        & pl.col("_code").str.contains(r"^\d{3}$")
     )
-    return df.with_columns(_ok=ok.fill_null(False)).drop("_who", "_req", "_addr", "_line", "_status", "_port_at")
+    return df.with_columns(_ok=ok.fill_null(False)).drop("_who", "_req", "_addr", "_ver", "_code", "_port_at")
 
 
 def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
