@@ -84,7 +84,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.lit(None, table.schema[c]).alias(c) for c in nulls)
     valid = pl.col("_valid").fill_null(False)
     # the message starts after `] ` (or `]`); computed as an offset so only one slice is made
-    space = (body.str.slice(pl.col("_close") + 1, 1) == " ").cast(pl.Int64)
+    space = (body.str.find("] ", literal=True) == pl.col("_close")).fill_null(False).cast(pl.Int64)  # cheaper than a 1-char slice
     offset = pl.when(valid).then(pl.col("_close") + 1 + space).otherwise(0)
     df = df.with_columns(_pfx=valid, msg=body.str.slice(offset))
     return df.drop("_body", "_close", "_content", "_valid")
