@@ -19,25 +19,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-import multiprocessing
-import os
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
 from loglens.parsers.pipeline import LineParser, Parsed
-from loglens.parsers.registry import ensure_verified
 from loglens.reader import Chunk
 from loglens.reader import CHUNK_BYTES, HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, read_range, sha1, is_gzip
 from loglens.schema import LINE_TABLES
 from loglens.store import Store, parse_data_name
 
 
+#: Worker threads parsing and writing segments.  (Worker processes were tried: same wall time
+#: on 2 cores, ~10 % more CPU for start-up and re-reading, and more to go wrong.)
 PARSE_THREADS = 2
-#: from this many new bytes on, segments are parsed in worker processes instead of threads:
-#: ~25 % faster on 2 cores (no GIL hand-offs between parser threads), for ~0.5 s of start-up
-PROCESS_MIN_BYTES = 128 * 1024 * 1024
 
 
 class IngestError(Exception):
@@ -146,66 +142,6 @@ def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, 
     return out
 
 
-def _parse_segment_of_file(path: str, spans: list[tuple[int, int, int]], store_path: str, source: str,
-                           file_id: str) -> list[tuple[FileReport, int, int]]:
-    """`_parse_segment` in a worker process: the chunks are read from the file again (from the
-    page cache) instead of being sent over a pipe.  `spans` = (start, length, first line)."""
-    segment = []
-    with open(path, "rb") as f:
-        for start, length, first_no in spans:
-            f.seek(start)
-            segment.append((Chunk(f.read(length), start, True), first_no))
-    return _parse_segment(segment, Store(store_path), source, file_id)
-
-
-def _worker_init() -> None:
-    """A worker process dies with the ingest that started it (Linux), so a killed ingest leaves
-    no worker writing behind the next run's back."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class _Workers:
-    """Threads, or for large reads processes (spawned with one polars thread each)."""
-
-    def __init__(self, path: Path, new_bytes: int, store: Store, source: str, file_id: str):
-        self.path, self.store, self.source, self.file_id = path, store, source, file_id
-        self.processes = new_bytes >= PROCESS_MIN_BYTES and not is_gzip(path) and (os.cpu_count() or 1) > 1
-        if self.processes:
-            ensure_verified()  # once, here, not in every worker
-            saved = os.environ.get("POLARS_MAX_THREADS")
-            os.environ["POLARS_MAX_THREADS"] = "1"  # read by each worker as it starts
-            try:
-                self.pool = ProcessPoolExecutor(PARSE_THREADS, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_worker_init)
-                for _ in range(PARSE_THREADS):  # each submit starts a worker now, with this environment
-                    self.pool.submit(int)
-            finally:
-                if saved is None:
-                    os.environ.pop("POLARS_MAX_THREADS", None)
-                else:
-                    os.environ["POLARS_MAX_THREADS"] = saved
-        else:
-            self.pool = ThreadPoolExecutor(max_workers=PARSE_THREADS)
-
-    def submit(self, segment: list[tuple[Chunk, int]]):
-        if self.processes:
-            spans = [(c.start, len(c.data), first) for c, first in segment]
-            return self.pool.submit(_parse_segment_of_file, str(self.path), spans, str(self.store.path), self.source, self.file_id)
-        return self.pool.submit(_parse_segment, segment, self.store, self.source, self.file_id)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
-
-
 def _collect(results: list[tuple[FileReport, int, int]], report: FileReport, on_progress) -> int:
     """Add what a worker wrote to the report; returns the blank lines."""
     blanks = 0
@@ -268,7 +204,7 @@ def ingest_file(
     segments: list[list[tuple[Chunk, int]]] = []
     current: list[tuple[Chunk, int]] = []
     futures: deque = deque()
-    with _Workers(path, size - start, store, source, file_id) as pool:
+    with ThreadPoolExecutor(max_workers=PARSE_THREADS) as pool:
         for chunk in iter_chunks(path, start, CHUNK_BYTES):
             if not chunk.complete:
                 partial = chunk if partial_lines else None
@@ -278,14 +214,14 @@ def ingest_file(
             consumed += len(chunk.data)
             if chunk.ends_record:
                 if segments:  # the segment before is not the last: hand it to a worker
-                    futures.append(pool.submit(segments.pop()))
+                    futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
                 segments.append(current)
                 current = []
             while len(futures) > PARSE_THREADS or (futures and futures[0].done()):
                 total_blank += _collect(futures.popleft().result(), report, on_progress)
         if current:
             if segments:
-                futures.append(pool.submit(segments.pop()))
+                futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
             segments.append(current)
         while futures:
             total_blank += _collect(futures.popleft().result(), report, on_progress)

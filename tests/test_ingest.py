@@ -151,9 +151,9 @@ def _tables(store: Store) -> dict[str, pl.DataFrame]:
     return {t: store.read(t).drop("file_id", "source").sort("line_no") for t in ("decode", "prefill", "http", "events", "rejects", "config")}
 
 
-def test_chunks_parsed_by_worker_threads_or_processes_give_the_rows_of_one_piece(tmp_path, monkeypatch):
-    """The sample log cut into ~50 chunks of 1 KiB (tracebacks, start-up dump, partial last line) and
-    parsed by worker threads, then by worker processes, gives exactly the rows of a single read."""
+def test_chunks_parsed_by_worker_threads_give_the_rows_of_one_piece(tmp_path, monkeypatch):
+    """The sample log cut into ~50 chunks of 1 KiB (tracebacks, start-up dump, partial last line)
+    and parsed by worker threads gives exactly the rows of a single read."""
     import loglens.ingest as ingest
 
     text = (ROOT / "sample_logs" / "sglang-glm5.log").read_text()
@@ -163,14 +163,10 @@ def test_chunks_parsed_by_worker_threads_or_processes_give_the_rows_of_one_piece
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 1024)
     threads = Store(tmp_path / "threads")
     ingest_paths([log], threads)
-    monkeypatch.setattr(ingest, "PROCESS_MIN_BYTES", 0)
-    processes = Store(tmp_path / "processes")
-    ingest_paths([log], processes)
     expected = _tables(one)
     assert expected["decode"].height > 20 and expected["events"].height > 50 and expected["rejects"].height == 1
-    for store in (threads, processes):
-        got = _tables(store)
-        for t, df in expected.items():
-            assert got[t].equals(df), t
-        assert store.read("files").select("lines", "blank_lines", "resume_line").row(0) == one.read("files").select("lines", "blank_lines", "resume_line").row(0)
-    assert len(processes.files_of("decode")) > 10  # the workers did write their parts
+    got = _tables(threads)
+    for t, df in expected.items():
+        assert got[t].equals(df), t
+    assert threads.read("files").select("lines", "blank_lines", "resume_line").row(0) == one.read("files").select("lines", "blank_lines", "resume_line").row(0)
+    assert len(threads.files_of("decode")) > 10  # the workers did write their parts
