@@ -7,9 +7,16 @@ times in one server log: 16 prompts at rate 2, 32 at rate 8, 64 at rate 16, 64 a
 The client said ~50.55, ~144, ~196 and ~225 output tok/s; the server's peak Decode line in the
 32-prompt run said 170.24 tok/s at 27 running requests.
 
-Nothing here was captured: the step model and seeds below were calibrated (by search) so the
-simulator lands on those figures.  Without graphs every decode step pays a large fixed cost
-(kernel launches across 8 PCIe GPUs, MoE all-to-all), so the step model is mostly fixed cost.
+Nothing here was captured: the step model and seeds below were calibrated (by a bounded search,
+sample_logs/calibrate_story.py) so that the 32-prompt run lands on the issue's figures: client
+143.91 output / 303.75 total tok/s, concurrency 18.54, and its peak Decode line
+`[2026-02-19 00:27:16 TP0] ... #running-req: 27, ... gen throughput (token/s): 171.34`.
+A client/peak ratio of 144/170 = 0.85 needs a decode rate that barely falls as the batch drains,
+so the step is mostly per-request cost (30 ms + 4.75 ms per running request: TP all-reduces over
+PCIe and MoE experts touched grow with the batch; the fixed part is the launch overhead of the
+graphless step).  Such a server cannot exceed 1000 / 4.75 = 210 tok/s, so runs 3 and 4 come out
+at 174 and 181 instead of ~196 and ~225, and run 1 at 59 instead of ~50.55: the story's four
+client figures and its run-2 peak are not reachable together (sample_logs/README.md says why).
 """
 
 from __future__ import annotations
@@ -24,13 +31,13 @@ STORY_RELEASE = "v0.5.9"
 STORY_START = datetime(2026, 2, 19, 0, 4, 41)
 STORY_SEED = 7  # simulator seed (arrivals, step jitter, ports)
 #: bench_serving --seed per run (runs 3 and 4 share one, so run 4 re-sends run 3's prompts and hits the prefix cache)
-STORY_DATASET_SEEDS = (1753, 77096, 77096, 77096)
-STORY_STEP = StepModel(fixed_ms=96.0, per_req_ms=1.4, jitter=0.03, prefill_fixed_ms=120.0,
-                       prefill_per_token_ms=0.2)
+STORY_DATASET_SEEDS = (264, 23877, 597, 597)
+STORY_STEP = StepModel(fixed_ms=30.0, per_req_ms=4.75, jitter=0.03, prefill_fixed_ms=55.0,
+                       prefill_per_token_ms=0.1)
 #: wall time between runs (client start after the previous run / server ready)
-STORY_IDLE_S = (430.0, 420.0, 190.0, 170.0)
+STORY_IDLE_S = (430.0, 435.0, 190.0, 170.0)
 #: Poisson arrival streams of the three finite-rate runs (the inf run has none)
-STORY_ARRIVAL_SEEDS = (5, 93, 51, None)
+STORY_ARRIVAL_SEEDS = (1745, 17, 7, None)
 
 
 def story_server(step: StepModel = STORY_STEP, **overrides) -> ServerConfig:
