@@ -158,3 +158,72 @@ def test_prefill_lines_refine_the_batch_inside_a_window():
     without = decode_intervals(frame(rows))
     true_model = truth[3][0]
     assert abs(with_pf["model_interval_s"][3] - true_model) < abs(without["model_interval_s"][3] - true_model)
+
+
+# ---- precise=True: a per-stream step-time fit and bounded least squares of the line times ----
+
+NO_PREFILL = pl.DataFrame({"file_id": [], "line_no": [], "running_req": [], "new_seq": [], "new_token": []},
+                          schema={"file_id": pl.String, "line_no": pl.Int64, "running_req": pl.Int64,
+                                  "new_seq": pl.Int64, "new_token": pl.Int64})
+
+
+def _drain(late=0.8):
+    """Constant batches, then a drain whose requests finish late inside each window (the window's
+    mean batch is near the previous line's, not halfway), then a constant tail."""
+    sizes = [24] * 12 + list(range(22, 1, -2)) + [2] * 8
+    prev = [sizes[0]] + sizes[:-1]
+    drift = [late * (p - b) for p, b in zip(prev, sizes)]
+    return sizes, drift
+
+
+def test_precise_times_beat_the_band_method_on_a_shrinking_batch():
+    sizes, drift = _drain()
+    rows, truth = make_stream(sizes, drift=drift)
+    band = decode_intervals(frame(rows), prefill=NO_PREFILL)
+    precise = decode_intervals(frame(rows), prefill=NO_PREFILL, precise=True)
+    true_iv = np.array([t[0] for t in truth[1:]])
+    err_band = np.abs(band["interval_s"].to_numpy()[1:] - true_iv)
+    err_precise = np.abs(precise["interval_s"].to_numpy()[1:] - true_iv)
+    assert err_precise.max() < 0.05  # every interval within 50 ms (1-s timestamps)
+    assert err_precise.mean() < err_band.mean() / 3
+    drain = slice(12, 23)  # the shrinking lines' tokens
+    true_tok = sum(t[1] for t in truth[drain])
+    assert abs(precise["tokens"].to_numpy()[drain].sum() - true_tok) < 0.01 * true_tok
+    assert abs(precise["tokens"].to_numpy()[drain].sum() - true_tok) < \
+        abs(band["tokens"].to_numpy()[drain].sum() - true_tok)
+    # without a prefill table the windows with prefills are unknown: the band method
+    assert decode_intervals(frame(rows), precise=True)["interval_s"].equals(band["interval_s"])
+
+
+def _fit_inputs(sizes, drift, step_ms=(30.0, 0.5)):
+    rows, _ = make_stream(sizes, drift=drift, step_ms=step_ms)
+    run = np.array(sizes, float)
+    prev = np.concatenate([[np.nan], run[:-1]])
+    gen = np.array([r["gen_throughput"] for r in rows])
+    model = 40 * run / gen
+    t = np.array([(r["ts"] - T0).total_seconds() for r in rows])
+    return run, prev, np.ones(run.size), gen, model, np.zeros(run.size, np.int64), np.zeros(run.size, bool), \
+        np.diff(t, prepend=np.nan)
+
+
+@pytest.mark.parametrize("step_ms", [(30.0, 0.5), (96.0, 1.4)])
+def test_step_fit_recovers_fixed_and_per_request_cost(step_ms):
+    from loglens.intervals import _step_fit
+
+    sizes, drift = _drain()
+    a, c = _step_fit(*_fit_inputs(sizes, drift, step_ms), 40)
+    assert a == pytest.approx(step_ms[0] / 1000, rel=0.03)
+    assert c == pytest.approx(step_ms[1] / 1000, rel=0.1)
+
+
+def test_step_fit_with_one_constant_batch_size_lets_the_bounds_decide():
+    """Every constant-batch line at batch 4 (a --max-concurrency 4 run) fixes only a + 4c; the
+    shrinking lines' batch bounds pin c (a least-squares fit alone gave a ≈ 2 ms, c ≈ 7.5 ms)."""
+    from loglens.intervals import _step_fit
+
+    sizes = [4] * 15 + [18, 15, 10, 8, 6, 5, 4, 3, 2, 1]
+    prev = [sizes[0]] + sizes[:-1]
+    drift = [0.5 * (p - b) for p, b in zip(prev, sizes)]
+    a, c = _step_fit(*_fit_inputs(sizes, drift), 40)
+    assert a == pytest.approx(0.030, rel=0.1)
+    assert c == pytest.approx(0.0005, rel=0.3)
