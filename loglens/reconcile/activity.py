@@ -76,7 +76,7 @@ def load_activity(store: Store, start_s: float, end_s: float, file_id: str | Non
             break
         before *= 20
     interval = decode_log_interval(store, file_id)
-    iv = decode_intervals(dec, interval, events=ev, prefill=pre)
+    iv = decode_intervals(dec, interval, events=ev, prefill=pre, precise=True)
     iv = refine_busy(_with_prefill_counts(iv, pre), interval)  # edges.py
     iv = iv.with_columns(
         _end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6,
