@@ -219,39 +219,50 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
     return good, bad, unknown
 
 
-#: the header the split fast path accepts, as the first `, `-separated field of the message
+#: the header the split fast path accepts: `Decode batch, key: v, ...` or `Decode batch. key: v, ...`
 _SPLIT_HEADER = {"decode": "Decode batch", "prefill": "Prefill batch"}
 
 
 def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> pl.DataFrame:
-    """The fast path: lines of the commonest known shapes with the plain `Decode batch, ` header.
+    """The fast path: lines of the commonest known shapes with a plain header (`Decode batch, `
+    or `Decode batch. `, with or without a trailing `, `).
 
-    The message is cut once on `, `; a line has a plan's shape when the first piece is the
-    header, piece i starts with `key_i: `, there is no piece after the last key, and no value
-    holds a `,` or ends with a space (the tolerant path would cut or strip those differently).
+    The message is cut once on `, `.  A line has a plan's shape when the header is where the
+    plan says (a piece of its own, or glued to the first key after `. `), each piece starts
+    with its `key: `, nothing follows the last key (or exactly one empty piece, for a trailing
+    `, `), and no text value holds a `,`.  A value that fails to parse sends the line back.
     Such lines give exactly the rows the tolerant path gives; every other line is returned
     for it."""
     plans = [(k, _PLANS[k]) for k in sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])[:FAST_SHAPES]]
-    plans = [(k, p) for k, p in plans if p.ok and k[1].startswith(",||")]
+    plans = [(k, p) for k, p in plans if p.ok and k[1].split("|", 1)[0] in (",", ".")]
     if not plans or df.height == 0:
         return df
     n_max = max(len(p.keys) for _, p in plans)
-    names = [f"_f{i}" for i in range(n_max + 2)]
-    rest = df.with_columns(_f=pl.col("msg").str.split_exact(", ", n_max + 1).struct.rename_fields(names)).unnest("_f")
+    names = [f"_f{i}" for i in range(n_max + 3)]
+    rest = df.with_columns(_f=pl.col("msg").str.split_exact(", ", n_max + 2).struct.rename_fields(names)).unnest("_f")
+    header = _SPLIT_HEADER[table]
     back = []  # lines of a known shape with a value that does not parse: the tolerant path rejects them
     for key, plan in plans:
         n = len(plan.keys)
-        values = {f"_v{i}": pl.col(f"_f{i + 1}").str.slice(len(k) + 2) for i, k in enumerate(plan.keys)}
-        # a `,` inside a value: the tolerant path cuts differently (numbers with one fail to parse anyway)
+        sep, trail, _ = key[1].split("|", 2)
+        trail = trail == "t"
+        # piece holding key i, and where its value starts in that piece
+        glued = header + ". " + plan.keys[0] + ": "
+        at = [(i + (sep == ","), len(k) + 2) for i, k in enumerate(plan.keys)]
+        if sep == ".":
+            at[0] = (0, len(glued))
+        values = {f"_v{i}": pl.col(f"_f{j}").str.slice(off) for i, (j, off) in enumerate(at)}
+        last = at[-1][0]
         texts = [f"_v{i}" for i, c in enumerate(plan.columns) if c is None or schema[c] == pl.String]
-        fits = pl.all_horizontal(
-            pl.col("_f0") == _SPLIT_HEADER[table],
-            *[pl.col(f"_f{i + 1}").str.starts_with(k + ": ") for i, k in enumerate(plan.keys)],
-            pl.col(f"_f{n + 1}").is_null(),
-            ~pl.col(f"_v{n - 1}").str.ends_with(" "),
-            *[~pl.col(v).str.contains(",", literal=True) for v in texts],
-        ).fill_null(False)
-        rest = rest.with_columns(**values).with_columns(_hit=fits)
+        checks = [pl.col(f"_f{j}").str.starts_with(k + ": ") for (j, _), k in zip(at, plan.keys) if j > 0]
+        checks.append(pl.col("_f0") == header if sep == "," else pl.col("_f0").str.starts_with(glued))
+        if trail:
+            checks += [pl.col(f"_f{last + 1}") == "", pl.col(f"_f{last + 2}").is_null()]
+        else:
+            checks += [pl.col(f"_f{last + 1}").is_null(), ~pl.col(f"_v{n - 1}").str.ends_with(" ")]
+        # a `,` inside a text value: the tolerant path cuts differently (numbers with one fail to parse anyway)
+        checks += [~pl.col(v).str.contains(",", literal=True) for v in texts]
+        rest = rest.with_columns(**values).with_columns(_hit=pl.all_horizontal(checks).fill_null(False))
         hits = rest.select(pl.col("_hit").sum()).item()
         if hits == 0:
             continue

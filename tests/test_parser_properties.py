@@ -3,7 +3,7 @@ its input is cut into batches."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from parse_util import covered_lines, parse_bytes, rows_as_records
@@ -89,20 +89,26 @@ _KEYS = {"decode": ["#running-req", "#token", "token usage", "cuda graph", "gen 
          "prefill": ["#new-seq", "#new-token", "#cached-token", "token usage", "#running-req", "#queue-req",
                      "input throughput (token/s)", "cuda graph"]}
 _LINE = st.sampled_from(["decode", "prefill"]).flatmap(
-    lambda t: st.tuples(st.just(t), st.tuples(*[_value(k) for k in _KEYS[t]]), st.sampled_from(["", "", ", ", " ", ", extra: 1"])))
+    lambda t: st.tuples(st.just(t), st.tuples(*[_value(k) for k in _KEYS[t]]),
+                        st.sampled_from(["", "", ", ", " ", ", extra: 1", ",", ",  ", ", , x: 1"])))
+_OK = {"decode": ("1", "2", "0.5", "True", "3.25", "0"), "prefill": ("1", "2", "3", "0.5", "4", "0", "9.5", "False")}
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_LINE, min_size=1, max_size=12))
-def test_batch_split_path_agrees_with_the_tolerant_path(specs):
-    """Lines the fast path takes (known shape, plain `, ` header) give exactly the rows and
-    rejects the tolerant path gives, whatever the values hold."""
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=12), st.sampled_from([", ", ". ", ".", " [7], "]),
+       st.sampled_from(["", ", "]))
+@example([("decode", _OK["decode"], ", extra: 1"), ("prefill", _OK["prefill"], ", , x: 1")], ", ", "")
+@example([("decode", _OK["decode"], ", , x: 1"), ("prefill", _OK["prefill"], ", extra: 1")], ". ", ", ")
+@example([("decode", _OK["decode"], ""), ("prefill", _OK["prefill"], ", ")], ". ", "")
+def test_batch_split_path_agrees_with_the_tolerant_path(specs, sep, primed_tail):
+    """Lines the fast path takes (a known shape: `, ` or `. ` header, trailing `, ` or not)
+    give exactly the rows and rejects the tolerant path gives, whatever the values hold."""
     import polars as pl
 
     from loglens.parsers import batch_lines
 
     keys = _KEYS
-    header = {"decode": "Decode batch, ", "prefill": "Prefill batch, "}
+    header = {"decode": "Decode batch" + sep, "prefill": "Prefill batch" + sep}
     msgs = {"decode": [], "prefill": []}
     for table, values, tail in specs:
         body = ", ".join(f"{k}: {v}" for k, v in zip(keys[table], values))
@@ -117,7 +123,7 @@ def test_batch_split_path_agrees_with_the_tolerant_path(specs):
             slow = batch_lines.parse_batch_lines(df, table)
             # prime the fast path with the clean shape only, as a clean line of it would
             batch_lines._HITS.clear()
-            clean = header[table] + ", ".join(f"{k}: 1" for k in keys[table])
+            clean = header[table] + ", ".join(f"{k}: 1" for k in keys[table]) + primed_tail
             batch_lines.parse_batch_lines(pl.DataFrame({"line_no": [0], "line": [clean], "msg": [clean]}), table)
             fast = batch_lines.parse_batch_lines(df, table)
             for a, b in zip(fast[:2], slow[:2]):
