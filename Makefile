@@ -14,6 +14,7 @@ demo: $(BIN)/loglens  ## ingest the bundled story log, then explain the 144 vs 1
 	rm -rf .loglens-demo
 	$(BIN)/loglens ingest sample_logs/sglang-glm5.log --store .loglens-demo
 	$(BIN)/loglens runs --store .loglens-demo
+	$(BIN)/loglens reconcile --bench sample_logs/sglang-glm5.bench.jsonl --record 1 --store .loglens-demo
 	$(BIN)/loglens reconcile --bench sample_logs/sglang-glm5.bench.jsonl --record 1 --quote 170.24 --store .loglens-demo
 	$(BIN)/loglens diagnose --store .loglens-demo
 

@@ -129,8 +129,8 @@ def test_random_runs_reconcile(n, rate, concurrency, out_len, dp, seed):
         pytest.approx(gap["client_tok_s"], abs=1e-9)
 
 
-# ---- the GLM-5 sample (sample_logs/README.md): 32 prompts at rate 8, client 141.22 tok/s, server
-# peak 187.99 tok/s (24 running); the line at 27 running shows 181.27 -----------------------------
+# ---- the GLM-5 sample (sample_logs/README.md): 32 prompts at rate 8, client 143.91 tok/s, server
+# peak 171.34 tok/s (27 running, 00:27:16); the story quotes 170.24 ------------------------------
 
 @lru_cache(maxsize=1)
 def _sample_reports(quote: float | None = None):
@@ -145,9 +145,16 @@ def _sample_reports(quote: float | None = None):
 def test_sample_log_finds_all_four_runs():
     reports = _sample_reports()
     assert [r["client"]["completed"] for r in reports] == [16, 32, 64, 64]
+    assert [r["window"]["start"][11:19] for r in reports] == ["00:19:22", "00:27:03", "00:30:48", "00:34:38"]
+    for r in reports[:3]:
+        assert r["window"]["confidence"] >= 0.9
+    # records 3 and 4 send the same 64 prompts, and on this server (≤ 210 tok/s) their durations
+    # differ by only 2.2 s (55.06 vs 52.82): run 3 fits record 4 almost as well (0.93 vs 0.95), so
+    # record 4 is still matched to run 4 by order but with confidence 0.95 × 0.7 and a warning
+    assert reports[3]["window"]["confidence"] == pytest.approx(0.67, abs=0.01)
+    assert any("another run in the log scores almost as well" in w for w in reports[3]["warnings"])
     for r in reports:
         assert "error" not in r
-        assert r["window"]["confidence"] >= 0.9
         assert r["tokens"]["server_decode_tokens"] == pytest.approx(r["tokens"]["expected_decode_tokens"], rel=0.03)
         check_identity(r)
 
@@ -155,14 +162,14 @@ def test_sample_log_finds_all_four_runs():
 def test_sample_32_prompt_run_is_explained_step_by_step():
     r = _sample_reports()[1]
     gap, steps = r["gap"], {s["name"]: s for s in r["gap"]["steps"]}
-    assert r["client"]["output_throughput"] == pytest.approx(141.22, abs=0.01)
-    assert gap["server_tok_s"] == r["server"]["gen_throughput_peak"] == 187.99
-    assert r["server"]["peak_line"]["running_req"] == 24
-    assert r["window"]["start"].startswith("2026-02-19T00:27:07")
-    # the peak is one good 40-step window: the steady mean is ~170 tok/s
-    assert steps["peak vs steady-state mean"]["tok_s"] == pytest.approx(170 - 187.99, abs=4)
+    assert r["client"]["output_throughput"] == pytest.approx(143.91, abs=0.01)
+    assert gap["server_tok_s"] == r["server"]["gen_throughput_peak"] == 171.34
+    assert r["server"]["peak_line"]["running_req"] == 27
+    assert r["window"]["start"].startswith("2026-02-19T00:27:03")
+    # the peak is one good 40-step window: the steady mean is ~164 tok/s
+    assert steps["peak vs steady-state mean"]["tok_s"] == pytest.approx(164 - 171.34, abs=3)
     # the batch fills only as requests arrive (rate 8) and empties as random-length outputs finish
-    assert steps["ramp-up"]["tok_s"] < -5 and steps["drain"]["tok_s"] < -15
+    assert steps["ramp-up"]["tok_s"] < -8 and steps["drain"]["tok_s"] < -8
     assert r["time"]["steady_s"] > r["time"]["ramp_up_s"] > 0 and r["time"]["drain_s"] > 0
     # one first token per request comes from prefill: completed / duration
     assert steps["first tokens from prefill"]["tok_s"] == pytest.approx(32 / r["client"]["duration_s"], abs=1e-3)
@@ -174,9 +181,9 @@ def test_sample_32_prompt_run_is_explained_step_by_step():
 
 
 def test_sample_quoted_figure():
-    """`--quote 181.27`: the line a user copied from the log (27 running) is explained instead."""
-    r = _sample_reports(181.27)[1]
+    """`--quote 170.24`: the story's figure (the team's own log line) is explained instead of the peak."""
+    r = _sample_reports(170.24)[1]
     gap = r["gap"]
-    assert gap["server_tok_s"] == 181.27 and gap["server_figure"] == "quote"
+    assert gap["server_tok_s"] == 170.24 and gap["server_figure"] == "quote"
     check_identity(r)
     assert gap["residual_tok_s"] == pytest.approx(_sample_reports()[1]["gap"]["residual_tok_s"], abs=0.01)
