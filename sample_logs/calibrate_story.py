@@ -12,7 +12,7 @@ seeds closest to 50.55 tok/s, arrival streams limited to spans within 2 σ of th
 step count sets the phase of run 2's Decode lines).  Stage 4: the seed runs 3 and 4 share, and
 run 3's stream, closest to 196 / 225 output tok/s.  The step model itself was chosen by running
 stage 2 on a grid of fixed costs (96, 80, 65, 50, 45, 40, 35, 30, 25 ms; per-request cost set so
-a step at 28 running takes ~163 ms): only at ~30 ms did seeds meet all four run-2 figures, 35-40 ms
+a step at 28 running takes ~163 ms): only at 25-30 ms did seeds meet all four run-2 figures, 35-40 ms
 gave near misses (sample_logs/README.md).  The idle gap before run 2 then puts the peak line at
 00:27:16.
 """
