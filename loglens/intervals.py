@@ -39,6 +39,14 @@ Precise mode (`precise=True` with a prefill table; reconcile uses it, 1-s timest
    by cyclic reduction).  No link across a stretch break, nor into a window whose Prefill
    found no running request (it holds idle time of unknown length).
    Each line's end lands within ~50 ms where steps 4-5 hold (the band method: ~±0.3 s).
+7. Prefill clock.  A Prefill line's `input throughput` gives the exact time since the previous
+   Prefill line (spec §4.4), so chains of Prefill lines are placed to ~0.1 s or better
+   (`prefill_clock`).  A Decode line comes at most 40 decode steps (of at most the batch that
+   Prefill left) after the last Prefill inside its window (`_after_prefill_bound`): this pins the
+   first line after a burst's start, whose window began in idle time and which nothing else ties
+   to its neighbours.  (Bounding every Decode line by the Prefill lines logged around it is valid
+   too, but on the accuracy sweep it moved short stretches against their step targets' bias:
+   no net gain, so it is not done.)
 
 Error: every reconstructed T_i lies in its timestamp bracket, so any span between two lines —
 and any sum of consecutive intervals — is off by less than 2r (r = 1 s: under 2 s; typically
@@ -69,7 +77,8 @@ _DUPLICATE_RANKS = ["pp_rank", "attn_cp_rank", "moe_dp_rank", "tp_rank", "ep_ran
 IDLE_FACTOR = 3.0  # an interval this many times its neighbours' median spans idle time
 IDLE_MIN_EXTRA_S = 1.0  # ... and at least this much longer (short windows jitter a lot)
 _BAND_HALF_WIDTH = 10
-_NO_PREFILL = {k: np.zeros(0) for k in ("owner", "t", "run", "b")}
+_NO_PREFILL = {k: np.zeros(0) for k in ("owner", "t", "run", "b", "p_lo", "p_hi")}
+_PF_LINK_TOL_S = 0.005  # Prefill lines are chained where the printed throughput fixes their gap this well
 _FIT_BOUND_LINES = 2000  # bounding lines the step-time fit samples at most
 _REASONS = {0: None, 1: "first_line", 2: "after_startup", 3: "after_flush", 4: "implausible", 5: "idle_gap"}  # lines on each side whose timestamp brackets pin a line's clock offset
 
@@ -229,6 +238,7 @@ def _batch_samples(part: pl.DataFrame, prefill: pl.DataFrame | None, file_id: st
         _col(prefill, "new_token", pl.Float64).fill_null(0.0).alias("tok"),
         _col(prefill, "running_req", pl.Float64).alias("run"),
         (_col(prefill, "ts", pl.Datetime("us")).dt.epoch("us").cast(pl.Float64) / 1e6).alias("t"),
+        _col(prefill, "input_throughput", pl.Float64).alias("thr"),
     ).filter((pl.col("file_id") == file_id) & (pl.col("stream") == stream) & pl.col("b").is_not_null())
     pf = pf.filter(pl.col("tp") == pl.col("tp").min()).sort("line_no")  # TP copies of one line
     if pf.height == 0:
@@ -242,11 +252,57 @@ def _batch_samples(part: pl.DataFrame, prefill: pl.DataFrame | None, file_id: st
     # the batch just before (`run`) and after (`b`) each Prefill line, at its time, for the
     # time-weighted batch of the window holding it (`_window_batch`)
     owner = np.searchsorted(part["line_no"].to_numpy(), lines)  # the Decode line whose window holds it
-    pf_rows = {"owner": owner, "t": pf["t"].fill_null(np.nan).to_numpy(),
-               "run": pf["run"].to_numpy(), "b": pf["b"].to_numpy()}
+    pf_t = pf["t"].fill_null(np.nan).to_numpy()
+    p_lo, p_hi = prefill_clock(pf_t, pf["tok"].to_numpy(), pf["thr"].fill_null(np.nan).to_numpy())
+    pf_rows = {"owner": owner, "t": pf_t, "run": pf["run"].to_numpy(), "b": pf["b"].to_numpy(),
+               "p_lo": p_lo, "p_hi": p_hi}
     return part.with_columns(_pf_n=pl.Series(before - prev, dtype=pl.Int64), _pf_sum=pl.Series(cum[before] - cum[prev]),
                              _pf_empty=pl.Series(cum_empty[before] - cum_empty[prev] > 0),
                              _pf_tok=pl.Series(cum_tok[before] - cum_tok[prev])), pf_rows
+
+
+def prefill_clock(t: np.ndarray, tok: np.ndarray, thr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds (lo, hi) on the true time of each Prefill line of one stream, in log order.
+
+    `input throughput` (format spec §4.4) is new tokens ÷ the time since the previous Prefill line:
+    this line's tokens from v0.5.11, the previous line's from v0.4.7.post1 to v0.5.10 — so the gap
+    between consecutive lines is tokens ÷ throughput, to a few µs where the throughput is large
+    (2 decimals printed).  Linked gaps make a chain whose lines share one clock offset: the
+    intersection of all its lines' timestamp brackets (1 s each), typically a few ms wide on a
+    chain of dozens of lines.  The pairing (this or the previous line's tokens) is the one whose
+    chains agree with their timestamps.  A link breaks where the throughput is missing or 0 (the
+    first line after start-up), where its rounding leaves more than 5 ms of doubt (a long idle
+    gap), or where the gap contradicts the timestamps.  Without a chain a line keeps its bracket."""
+    n = t.size
+    known = np.isfinite(t)
+    r = 1.0 if not known.any() or np.all(np.mod(t[known], 1.0) == 0) else 1e-3
+    lo0, hi0 = t.copy(), t + r
+    if n < 2:
+        return lo0, hi0
+    best = None
+    for num in (tok, np.concatenate([[np.nan], tok[:-1]])):  # v0.5.11+ pairing, then the lagged one
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = num / thr
+            doubt = gap * 0.005 / thr
+        dts = np.diff(t, prepend=np.nan)
+        link = (np.isfinite(gap) & (thr > 0) & (gap >= 0) & (doubt <= _PF_LINK_TOL_S) & known
+                & np.concatenate([[False], known[:-1]]) & (np.abs(gap - dts) < r + 0.01))
+        link[0] = False
+        cum = np.cumsum(np.where(link, gap, 0.0))
+        err = np.cumsum(np.where(link, doubt, 0.0))
+        chain = np.cumsum(~link) - 1
+        starts = np.flatnonzero(~link)
+        off_lo = np.maximum.reduceat(np.where(known, t - cum, -np.inf), starts)[chain]
+        off_hi = np.minimum.reduceat(np.where(known, t + r - cum, np.inf), starts)[chain]
+        spread = (np.maximum.reduceat(err, starts) - np.minimum.reduceat(err, starts))[chain] + 1e-4
+        ok = off_lo <= off_hi + spread
+        size = np.bincount(chain)[chain]
+        score = int(np.sum(ok & (size > 1))) - int(np.sum(~ok))
+        if best is None or score > best[0]:
+            lo = np.where(ok, np.maximum(lo0, cum + off_lo - spread), lo0)
+            hi = np.where(ok, np.minimum(hi0, cum + off_hi + spread), hi0)
+            best = (score, lo, hi)
+    return best[1], best[2]
 
 
 def _reconstruct(df: pl.DataFrame, log_interval: int, precise: dict | None = None) -> pl.DataFrame:
@@ -447,10 +503,14 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     """Line times by bounded weighted least squares inside each stretch: a line without a Prefill
     inside gets the step-time model's interval (`_step_fit`; its error is well under 1 %), bounded
     by its batch bounds; the others keep the batch model with a loose weight."""
+    box_lo, box_hi = t.copy(), t + r
     fit = _step_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts, log_interval)
     if fit is None:
         return band_t
     a, c = fit
+    if pf_rows is not None and pf_rows["owner"].size:
+        box_hi = _after_prefill_bound(box_lo, box_hi, a, c, log_interval, pf_rows)
+        band_t = np.clip(band_t, box_lo, box_hi)
     g = gen / accept
     with np.errstate(divide="ignore", invalid="ignore"):
         den = 1 - c * g
@@ -513,11 +573,27 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     w_next = np.concatenate([w[1:], [0.0]])  # link to the next line
     diag = w + w_next + eps
     off = -w_next  # H[i, i+1] = H[i+1, i]
-    q = w * st - w_next * np.concatenate([st[1:], [0.0]]) + eps * (np.nan_to_num(t) + r / 2)
-    lo = np.where(solve, t, band_t)
-    hi = np.where(solve, t + r * 0.999999, band_t)
+    q = w * st - w_next * np.concatenate([st[1:], [0.0]]) + eps * np.nan_to_num((box_lo + box_hi) / 2)
+    lo = np.where(solve, box_lo, band_t)
+    hi = np.where(solve, np.minimum(box_hi, t + r * 0.999999), band_t)
     x = _box_qp_tridiag(diag, off, q, lo, hi, np.where(np.isfinite(band_t), band_t, lo))
     return np.where(solve, x, band_t)
+
+
+def _after_prefill_bound(box_lo, box_hi, a, c, log_interval, pf_rows):
+    """A Decode line comes at most `log_interval` decode steps after the last Prefill line inside
+    its window, and those steps run a batch no larger than the one that Prefill left (requests
+    only finish until the next Prefill): its time is at most that Prefill's plus 40 such steps
+    (+5 % step-time jitter).  Tight for the line after a burst's start: its window began in
+    idle time, and without this only its timestamp bracket placed it."""
+    own = pf_rows["owner"].astype(np.int64)
+    n, m = box_lo.size, own.size
+    jp = np.searchsorted(own, np.arange(n), side="right") - 1
+    jc = np.clip(jp, 0, m - 1)
+    inside = (jp >= 0) & (own[jc] == np.arange(n))  # the last Prefill line lies in this line's window
+    ub = pf_rows["p_hi"][jc] + log_interval * (a + c * pf_rows["b"][jc]) * 1.05
+    new_hi = np.where(inside & np.isfinite(ub), np.fmin(box_hi, ub), box_hi)
+    return np.where(new_hi >= box_lo, new_hi, box_hi)
 
 
 def _box_qp_tridiag(diag, off, q, lo, hi, x0, iters=20):

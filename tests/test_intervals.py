@@ -227,3 +227,28 @@ def test_step_fit_with_one_constant_batch_size_lets_the_bounds_decide():
     a, c = _step_fit(*_fit_inputs(sizes, drift), 40)
     assert a == pytest.approx(0.030, rel=0.1)
     assert c == pytest.approx(0.0005, rel=0.3)
+
+
+@pytest.mark.parametrize("lagged", [False, True])
+def test_prefill_clock_places_prefill_lines_from_their_input_throughput(lagged):
+    """`input throughput` = new tokens / time since the previous Prefill line (this line's tokens
+    from v0.5.11, the previous line's before): chained, the lines' 1-s brackets pin them to
+    well under 0.1 s, and an idle gap whose rounding leaves too much doubt breaks the chain."""
+    from loglens.intervals import prefill_clock
+
+    rng = np.random.default_rng(3)
+    gaps = rng.uniform(0.03, 0.4, 60)
+    gaps[30] = 400.0  # a long idle gap: 256 tokens / 400 s prints 0.64, ±0.8 % -> no link
+    true = 1000.3 + np.cumsum(gaps)
+    tok = rng.integers(100, 3000, 60).astype(float)
+    tok[29] = tok[30] = 256.0  # whichever line's tokens the throughput uses
+    num = np.concatenate([[np.nan], tok[:-1]]) if lagged else tok
+    thr = np.round(num / np.diff(true, prepend=np.nan), 2)
+    thr[0] = 0.0  # the first line after start-up prints 0.00
+    lo, hi = prefill_clock(np.floor(true), tok, thr)
+    assert np.all((lo <= true + 1e-6) & (true <= hi + 1e-6))
+    assert np.all(hi - lo <= 1.0 + 1e-9)
+    assert np.median(hi - lo) < 0.1  # the bare brackets: 1 s
+    # without the throughput: the brackets alone
+    lo2, hi2 = prefill_clock(np.floor(true), tok, np.full(60, np.nan))
+    np.testing.assert_allclose(hi2 - lo2, 1.0)

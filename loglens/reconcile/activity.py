@@ -59,7 +59,7 @@ def load_activity(store: Store, start_s: float, end_s: float, file_id: str | Non
         ev = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs")
         ev = _ts_range(ev.filter(pl.col("kind").is_in(["server_args", "cache_flush", "retraction"])), lo, hi)
         pre = _ts_range(store.scan("prefill").select("file_id", "line_no", "ts", "dp_rank", "tp_rank", "gpu",
-                                                     "new_token", "new_seq", "running_req"), lo, hi)
+                                                     "new_token", "new_seq", "running_req", "input_throughput"), lo, hi)
         if file_id:
             dec, ev, pre = (f.filter(pl.col("file_id") == file_id) for f in (dec, ev, pre))
         init = store.scan("events").select("file_id", "line_no", "ts", "kind", "message", "retracted_reqs").filter(
