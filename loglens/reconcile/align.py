@@ -8,7 +8,9 @@ rate, the backend.  Each record is scored against each access-log segment (runs.
   (the warmup's), N = num_prompts / completed + failed / completed;
 * duration — server-info call minus first burst POST vs `duration` (±1 s per timestamp);
 * endpoint — the backend's endpoint (§5.4);
-* rate — the arrival span vs (N − 1)/rate for Poisson runs without a concurrency cap;
+* rate — the arrival span vs the record's request rate: ~0 for an infinite rate (a burst),
+  (N − 1)/rate with Poisson spread otherwise; not checked under a concurrency cap or when the
+  access lines log at completion (non-streamed requests);
 
 and records are assigned to segments in order (bench_serving appends records as runs finish,
 the log grows the same way) by a monotone best-total-score matching.  The window is then placed
@@ -174,14 +176,54 @@ def score(rec, seg: Segment, k_fixed: int | None = None) -> tuple[float, int, in
         evidence.append(f"requests arrive over {last - first:.0f} s, duration {d:.2f} s")
     want = BACKEND_ENDPOINTS.get(rec.backend or "")
     s += 0.05 if want is None else (0.1 if want == seg.endpoint else 0.0)
-    rate = rec.request_rate
-    if rate and math.isfinite(rate) and not rec.max_concurrency and n > 2:
-        ratio = (last - first) / ((n - 1) / rate)
-        s += 0.1 if 0.4 <= ratio <= 2.5 else 0.0
-        evidence.append(f"arrivals over {last - first:.0f} s at {rate:g} req/s")
-    else:
-        s += 0.05
+    s += _rate_score(rec, seg, first, last, n, evidence)
     return min(s, 1.0), k, n, evidence
+
+
+def _wilson_hilferty(k: float, z: float) -> float:
+    """The z-quantile of a Gamma(k, 1) variable (Wilson–Hilferty; good to a few % for k ≥ 1)."""
+    c = 1.0 / (9.0 * k)
+    return k * max(0.0, 1.0 - c + z * math.sqrt(c)) ** 3
+
+
+def arrival_span_range(rate: float | None, n: int) -> tuple[float, float]:
+    """Where the true first-to-last arrival span of n requests sent at `rate` can fall: ~0 (a
+    burst: bench_serving sends every request at once) for an infinite rate; for a Poisson rate
+    the sum of n − 1 exponential gaps, mean (n − 1)/rate, its 3.5-σ quantiles widened to
+    0.4-2.5 × the mean (the client's --burstiness is not recorded).  Plus the client's dispatch
+    time (an event loop sending n requests): 1 s + n/200 s at the top."""
+    dispatch = 1.0 + n / 200
+    if rate is None or not math.isfinite(rate):
+        return 0.0, dispatch
+    mean = (n - 1) / rate
+    lo = min(0.4 * mean, _wilson_hilferty(n - 1, -3.5) / rate)
+    hi = max(2.5 * mean, _wilson_hilferty(n - 1, 3.5) / rate)
+    return lo, hi + dispatch
+
+
+def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: list[str]) -> float:
+    """+0.1 if the arrival span fits the record's request rate, −0.1 if it cannot (an inf-rate
+    burst arrives within a second or two, a rate-16 run of 64 over ~4 s), 0.05 if the log cannot
+    say: a --max-concurrency cap paces the requests by completions, two requests make no span,
+    and non-streamed requests log their access line at completion (format spec §6.1): then
+    the last POST comes within a second of the server-info call, and a span that does not fit
+    is no evidence (a streamed run whose last request finished last looks the same: neutral)."""
+    rate = rec.request_rate
+    if not rate or rate <= 0 or rec.max_concurrency or n <= 2:
+        return 0.05
+    span = last - first  # whole seconds: the true span is within ±1 s of it
+    lo, hi = arrival_span_range(rate, n)
+    fits = span - 1.0 <= hi and span + 1.0 >= lo
+    how = f"arrivals over {span:.0f} s at {rate:g} req/s (expected {lo:.1f}-{hi:.1f} s)"
+    if fits:
+        evidence.append(how + ": consistent")
+        return 0.1
+    if seg.end_s is not None and seg.end_s - last <= 1.0:
+        evidence.append(how + ", but the last POST is at the server-info call: access lines at completion "
+                        "(not streamed?), not arrivals")
+        return 0.05
+    evidence.append(how + ": inconsistent")
+    return -0.1
 
 
 def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
