@@ -94,7 +94,9 @@ def split_edges(iv: pl.DataFrame, start_s: float, end_s: float, log_interval: in
     per warmup request, shared among DP streams) and, after start-up, the server's own warmup
     (7); otherwise the steps that fit before the start at the previous line's batch and pace.
     Tail — after the window's last line: `tail_tokens` up to the end, taken from the next line
-    (whose tokens shrink by as much) when that one's busy part lies after the window."""
+    (whose tokens shrink by as much) when that one's busy part lies after the window; when that
+    line holds only the tail and the warmup's single-request steps, the tail is read off its
+    40 steps instead (`_tail_from_next`)."""
     iv = iv.with_columns(_logged=pl.lit(True))
     if iv.height == 0:
         return iv
@@ -154,7 +156,10 @@ def _tail(part: pl.DataFrame, start_s: float, end_s: float, log_interval: int) -
     if nxt is not None and nxt["_busy_start_s"] < end_s:
         return part  # decoding went on past the window: its tokens are spread where they belong
     tokens, span = tail_tokens(last, end_s - last["_end_s"], log_interval)
-    if nxt is not None:
+    exact = _tail_from_next(last, nxt, end_s - last["_end_s"], log_interval) if nxt is not None else None
+    if exact is not None:
+        tokens, span = exact
+    elif nxt is not None:
         tokens = min(tokens, max(nxt["tokens"] or 0.0, 0.0))
     if tokens <= 0 or span <= 0:
         return part
@@ -168,3 +173,32 @@ def _tail(part: pl.DataFrame, start_s: float, end_s: float, log_interval: int) -
         out = out.with_columns(tokens=pl.when(is_next).then(pl.col("tokens") - tokens).otherwise(pl.col("tokens")),
                                _start_s=pl.when(is_next).then(last["_end_s"] + span).otherwise(pl.col("_start_s")))
     return out
+
+
+def _tail_from_next(last: dict, nxt: dict, seconds: float, log_interval: int) -> tuple[float, float] | None:
+    """(tokens, seconds) of the unlogged tail after `last`, read off the next line when that line
+    holds nothing but the tail and single-request steps: it follows an idle gap, one Prefill batch
+    ran inside its window (the client's warmup request) and it printed with one running request.
+    Its 40 steps are then the tail's j steps and 40 - j steps of batch 1, so the tail holds
+    `tokens - (40 - j) × accept len`.  j: the steps that fit in `seconds` at the last line's pace,
+    kept where the counts allow it — the warmup made at most 31 tokens (j ≥ 40 - 31 / accept len),
+    and the tail's batch was at most the last line's (tail ≤ j × its running requests × accept).
+    The tail ends the run: its span is kept inside the window (at most `seconds`)."""
+    if (nxt["not_sample_reason"] not in IDLE_REASONS or nxt["running_req"] != 1 or nxt["prefill_batches"] != 1
+            or not nxt["tokens"] or not last["running_req"] or not last["interval_s"] or seconds <= 0):
+        return None
+    acc = nxt["accept_len"] or 1.0
+    step_s = last["interval_s"] / log_interval
+    per_step = last["running_req"] * (last["accept_len"] or 1.0)  # the tail's largest tokens per step
+    total = nxt["tokens"]
+    lo = max(0.0, log_interval - WARMUP_DECODE_TOKENS / acc)
+    if per_step > acc:
+        lo = max(lo, (total - log_interval * acc) / (per_step - acc))
+    hi = log_interval - 1.0
+    if lo > hi:
+        return None
+    j = min(max(seconds / step_s, lo), hi)
+    tokens = total - (log_interval - j) * acc
+    if tokens <= 0:
+        return None
+    return tokens, min(seconds, j * step_s)
