@@ -204,8 +204,8 @@ def arrival_span_range(rate: float | None, n: int) -> tuple[float, float]:
 def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: list[str]) -> float:
     """+0.1 if the arrival span fits the record's request rate, −0.1 if it cannot (an inf-rate
     burst arrives within a second or two, a rate-16 run of 64 over ~4 s), 0.05 if the log cannot
-    say: a --max-concurrency cap paces the requests by completions, two requests make no span,
-    and non-streamed requests log their access line at completion (format spec §6.1): then
+    say: a --max-concurrency cap (or a record too old to say whether there was one) paces the
+    requests by completions, two requests make no span, and non-streamed requests log their access line at completion (format spec §6.1): then
     the last POST comes within a second of the server-info call, and a span that does not fit
     is no evidence (a streamed run whose last request finished last looks the same: neutral)."""
     rate = rec.request_rate
@@ -218,6 +218,10 @@ def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: 
     if fits:
         evidence.append(how + ": consistent")
         return 0.1
+    if "max_concurrency" in (getattr(rec, "missing", None) or []):
+        evidence.append(how + ", but the record has no max_concurrency key (clients before v0.3.6.post1): "
+                        "a cap may have paced them")
+        return 0.05
     if seg.end_s is not None and seg.end_s - last <= 1.0:
         evidence.append(how + ", but the last POST is at the server-info call: access lines at completion "
                         "(not streamed?), not arrivals")
