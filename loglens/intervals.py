@@ -30,6 +30,10 @@ Precise mode (`precise=True` with a prefill table; reconcile uses it, 1-s timest
 4. Step time.  Per stream, decode step time = a + c × batch is fitted on the lines without a
    Prefill inside (`_step_fit`): a constant-batch line gives `interval / 40` exactly, a
    shrinking one bounds it (its mean batch lies between its and the previous line's batch).
+   A log with under 2 constant-batch lines (short speculative runs: the batch changes at every
+   line) is fitted on the bounds alone (`_bounds_fit`: the centroid of the region they leave,
+   a few % in step time): its lines get a looser weight, no prefill-time fit, and the longer of
+   the two batch models for windows with prefills.
 5. Line intervals.  Constant batch: the model (exact).  Other lines without a prefill:
    `40 a / (1 − c × gen / accept len)` (the mean batch solved from the step model).  Lines with
    prefills: the fitted prefill time on top, or the model with a time-weighted batch
@@ -466,6 +470,41 @@ def _step_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts, log_interv
     return float(a_best), float(c_best)
 
 
+_BOUNDS_FIT_LINES = 8  # shrinking-batch lines the bounds-only step fit needs
+BOUNDS_FIT_REL_SD = 0.02  # its error on a line's interval: a few %, not the exact fit's 0.5 %
+
+
+def _bounds_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts, tol=0.01):
+    """Step time from the shrinking-batch lines alone (a log with too few constant-batch lines,
+    e.g. a short speculative run whose batch changes at every line): each bounds the step model,
+    lo (1 − c g) ≤ a g ≤ hi (1 − c g); over a grid of (a, c), the region where every bound holds
+    (within `tol`) — or, when none does, where the bounds' squared violations are least — and its
+    centroid.  Lines with different batches and speeds cut the region down to a few % in step
+    time.  None when the region is empty or unbounded."""
+    g = gen / accept
+    use = (pf_n == 0) & ~pf_empty & np.isfinite(g) & (g > 0) & np.isfinite(prev_run) & (run > 0) & (prev_run > 0)
+    use &= np.isfinite(model) & ~(np.abs(model - dts) > 1.0) & (run != prev_run)
+    if use.sum() < _BOUNDS_FIT_LINES:
+        return None
+    idx = np.flatnonzero(use)
+    if idx.size > 100:  # an even sample is plenty (and keeps the grid × lines array small)
+        idx = idx[np.linspace(0, idx.size - 1, 100).astype(np.int64)]
+    lo, hi, gb = np.minimum(run, prev_run)[idx], np.maximum(run, prev_run)[idx], g[idx]
+    a_max, c_max = float(np.min(hi / gb)), float(np.min(1 / gb))  # a g ≤ hi (1 − c g) with c, a ≥ 0
+    if not (np.isfinite(a_max) and np.isfinite(c_max) and a_max > 0 and c_max > 0):
+        return None
+    A = np.linspace(0.0, a_max, 121)[:, None, None]
+    C = np.linspace(0.0, c_max, 121)[None, :, None]
+    v_lo = np.maximum(lo * (1 - C * gb) - A * gb, 0) / lo - tol
+    v_hi = np.maximum(A * gb - hi * (1 - C * gb), 0) / hi - tol
+    f = (np.maximum(v_lo, 0) ** 2).sum(-1) + (np.maximum(v_hi, 0) ** 2).sum(-1)
+    ia, ic = np.nonzero(f <= f.min() + 1e-12)
+    if ia.size == 0 or ia.max() == A.size - 1 or ic.max() == C.size - 1:
+        return None  # the region runs into the grid's edge: the bounds do not pin the model
+    a, c = float(A.ravel()[ia].mean()), float(C.ravel()[ic].mean())
+    return (a, c) if a > 0 else None
+
+
 def _window_batch(band_t, prev_run, run, pf_rows):
     """Time-weighted mean batch of each window holding Prefill lines: the batch is piecewise
     linear between the window's start (the previous line's batch), each Prefill line (the batch
@@ -505,6 +544,10 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     by its batch bounds; the others keep the batch model with a loose weight."""
     box_lo, box_hi = t.copy(), t + r
     fit = _step_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts, log_interval)
+    exact = fit is not None  # from constant-batch lines; else from the bounds alone, to a few %
+    if not exact:
+        fit = _bounds_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts)
+    rel_sd = 0.005 if exact else BOUNDS_FIT_REL_SD  # the step model's error on a line without a Prefill
     if fit is None:
         return band_t
     a, c = fit
@@ -526,7 +569,7 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     band_iv = np.diff(band_t, prepend=np.nan)
     withpf = (pf_n > 0) & ~pf_empty & np.isfinite(prev_run) & np.isfinite(den) & (den > 0.05) & ~breaks
     ps = np.full(t.size, np.nan)
-    if withpf.sum() >= 6:
+    if withpf.sum() >= 6 and exact:  # a rough step model leaves the prefill time unknowable
         extra = band_iv * den - log_interval * a
         X = np.stack([pf_n, pf_tok], 1).astype(float)
         keep = withpf & np.isfinite(extra)
@@ -550,9 +593,12 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
         with np.errstate(divide="ignore", invalid="ignore"):
             tw = log_interval * _window_batch(band_t, prev_run, run, pf_rows) * accept / gen
         tw_ok = (pf_n > 0) & ~pf_empty & np.isfinite(tw) & (tw > 0) & ~(np.abs(tw - dts) > r)
+        if not exact:  # without a prefill-time fit both batch models leave it out: the longer is closer
+            tw = np.fmax(tw, model)
         model = np.where(tw_ok, tw, model)
     step = np.where(const, model, np.where(good, s, np.where(usepf, ps, model)))
-    sd = np.where(const | good, 0.005 * step + 0.002, np.where(usepf, 0.03 + 0.01 * pf_n, np.maximum(0.15 * model, 0.05)))
+    sd = np.where(const, 0.005 * step + 0.002, np.where(good, rel_sd * step + 0.002,
+                                                        np.where(usepf, 0.03 + 0.01 * pf_n, np.maximum(0.15 * model, 0.05))))
     # a Prefill line that found no running request: the batch had emptied, the window holds
     # idle time of unknown length: no link (its line's bracket alone places it)
     use = np.isfinite(step) & ~breaks & np.isfinite(t) & ~pf_empty

@@ -229,6 +229,27 @@ def test_step_fit_with_one_constant_batch_size_lets_the_bounds_decide():
     assert c == pytest.approx(0.0005, rel=0.3)
 
 
+def test_bounds_fit_without_constant_batch_lines():
+    """A log whose batch changes at every line (short speculative runs): no constant-batch line,
+    so `_step_fit` has nothing exact to fit; the shrinking lines' bounds alone still pin the
+    step time to a few %."""
+    from loglens.intervals import _bounds_fit, _step_fit
+
+    sizes = [24, 20, 16, 13, 10, 8, 6, 5, 4, 3, 2, 1, 16, 12, 9, 7, 5, 3, 1]
+    prev = [sizes[0]] + sizes[:-1]
+    drift = [0.5 * (p - b) for p, b in zip(prev, sizes)]
+    run, prev_run, accept, gen, model, pf_n, pf_empty, dts = _fit_inputs(sizes, drift)
+    prev_run[12] = np.nan  # a new burst: no batch bound across it
+    assert _step_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts, 40) is None
+    a, c = _bounds_fit(run, prev_run, accept, gen, model, pf_n, pf_empty, dts)
+    for b in (1, 10, 24):
+        assert a + c * b == pytest.approx(0.030 + 0.0005 * b, rel=0.04)
+    # too few shrinking lines: no fit
+    few = slice(0, 6)
+    assert _bounds_fit(run[few], prev_run[few], accept[few], gen[few], model[few], pf_n[few], pf_empty[few],
+                       dts[few]) is None
+
+
 @pytest.mark.parametrize("lagged", [False, True])
 def test_prefill_clock_places_prefill_lines_from_their_input_throughput(lagged):
     """`input throughput` = new tokens / time since the previous Prefill line (this line's tokens
