@@ -4,8 +4,8 @@ How it stays fast *and* tolerant: a batch line is a header, then `key: value` pa
 `, `.  Each line's *shape* (its key sequence plus the header's punctuation) is computed with
 one vectorized regex replace; a log holds a handful of shapes.  For each shape a plan is
 built once in Python (which key sits in which slot, what column and type it maps to, which
-release range the shape belongs to), and all lines of that shape are cut with one
-`split_exact` and typed with casts.  No regex per field, no loop per line; a key never seen
+release range the shape belongs to); the lines of all shapes are cut with one `split_exact`,
+each slot typed with casts and routed to its column by the line's plan.  No regex per field, no loop per line; a key never seen
 before is kept in `extra` and reported, never dropped.
 
 Legacy forms are normalised into the same grammar first: v0.1 `new fill batch. #seq: 1. …`
@@ -16,7 +16,6 @@ full=F, swa=G` (embedded `, `), which becomes the later `#full token: N, #swa to
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -57,22 +56,24 @@ def _header(df: pl.DataFrame, table: str) -> pl.DataFrame:
     forms (`[n]` counters, legacy and mixed headers) pay for a regex."""
     msg = pl.col("msg")
     a, b = _FAST[table]
-    fast = msg.str.contains(f"^(?:{re.escape(a)}|{re.escape(b)})")
-    df = df.with_columns(_fast=fast)
-    quick = df.filter(pl.col("_fast")).with_columns(
-        _iter=pl.lit(None, pl.String), _sep=msg.str.slice(len(a) - 2, 1), _mixed=pl.lit(None, pl.String), _body=msg.str.slice(len(a))
+    fast = msg.str.starts_with(a) | msg.str.starts_with(b)
+    df = df.with_columns(
+        _iter=pl.lit(None, pl.String), _sep=msg.str.slice(len(a) - 2, 1), _mixed=pl.lit(None, pl.String), _body=msg.str.slice(len(a)), _fast=fast
     )
-    rest = df.filter(~pl.col("_fast"))
-    if rest.height == 0:
-        return quick
+    idx = (~df.get_column("_fast")).arg_true()
+    if idx.len() == 0:
+        return df
+    # the few other lines: regex on those rows only, written back in place
+    rest = df.get_column("msg").gather(idx).to_frame()
     if table == "decode":
-        g = msg.str.extract_groups(r"^(?:Decode batch(?: \[(\d+)\])?([.,])? ?)?(.*)$")
-        rest = rest.with_columns(_iter=g.struct.field("1"), _sep=g.struct.field("2"), _mixed=pl.lit(None, pl.String), _body=g.struct.field("3"))
+        g = pl.col("msg").str.extract_groups(r"^(?:Decode batch(?: \[(\d+)\])?([.,])? ?)?(.*)$")
+        got = {"_iter": "1", "_sep": "2", "_body": "3"}
     else:
         rx = r"^(?:new fill batch|Prefill? batch)(?:\(mixed #running-req: (\d+)\))?(?: \[(\d+)\])?([.,])? ?(.*)$"
-        g = msg.str.extract_groups(rx)
-        rest = rest.with_columns(_iter=g.struct.field("2"), _sep=g.struct.field("3"), _mixed=g.struct.field("1"), _body=g.struct.field("4"))
-    return pl.concat([quick, rest], how="vertical_relaxed")
+        g = pl.col("msg").str.extract_groups(rx)
+        got = {"_iter": "2", "_sep": "3", "_mixed": "1", "_body": "4"}
+    rest = rest.select(g.struct.rename_fields([str(i + 1) for i in range(len(got))]).alias("g")).unnest("g")
+    return df.with_columns(df.get_column(c).scatter(idx, rest.get_column(f)) for c, f in got.items())
 
 
 def _plan(table: str, shape: str) -> Plan:
@@ -134,6 +135,8 @@ def _extra_json(values: list[tuple[str, pl.Expr]]) -> pl.Expr:
 _PLANS: dict[tuple[str, str], Plan] = {}
 #: how many known shapes are tried by literal match before falling back to computing shapes
 FAST_SHAPES = 3
+#: the fast path is taken only while the commonest shapes hold at least this share of the lines seen
+SPLIT_SHARE = 0.8
 #: lines each shape matched in real input, to try the commonest shapes first
 _HITS: dict[tuple[str, str], int] = {}
 
@@ -148,15 +151,6 @@ def _shape_expr() -> pl.Expr:
             pl.col("_body").str.replace_all(r": [^,]*", ":"),
         ]
     )
-
-
-def _fits(plan_shape: str, plan: Plan) -> pl.Expr:
-    """Does a line have exactly this plan's shape?  One anchored regex over the body (cheaper
-    in polars than a `starts_with` per field), plus the header's punctuation."""
-    sep, trail, _ = plan_shape.split("|", 2)
-    body_rx = "^" + ", ".join(re.escape(k) + ": [^,]*" for k in plan.keys) + "$"
-    conds = [pl.col("_sep").fill_null("") == sep, pl.col("_trail") == (trail == "t"), pl.col("_body").str.contains(body_rx)]
-    return pl.all_horizontal(conds).fill_null(False)
 
 
 def _apply(part: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -233,7 +227,13 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
     `, `), and no text value holds a `,`.  A value that fails to parse sends the line back.
     Such lines give exactly the rows the tolerant path gives; every other line is returned
     for it."""
-    plans = [(k, _PLANS[k]) for k in sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])[:FAST_SHAPES]]
+    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])
+    top = seen[:FAST_SHAPES]
+    # each plan tried costs passes over the remaining rows: when the commonest shapes hold only
+    # part of the lines (a log mixing releases), the one-pass tolerant path is cheaper for all
+    if sum(_HITS[k] for k in top) < SPLIT_SHARE * sum(_HITS[k] for k in seen):
+        return df
+    plans = [(k, _PLANS[k]) for k in top]
     plans = [(k, p) for k, p in plans if p.ok and k[1].split("|", 1)[0] in (",", ".")]
     if not plans or df.height == 0:
         return df
@@ -282,7 +282,8 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
 
 
 def _tolerant(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> None:
-    """Any header and grammar: shapes computed per line, one plan per shape."""
+    """Any header and grammar: shapes computed per line, a plan per shape, and all lines of
+    ordinary plans cut and typed in one pass (`_apply_all`)."""
     df = _header(df, table)
     # normalise legacy grammars into `key: value, key: value`
     b = pl.col("_body").str.strip_chars_end(" ")
@@ -297,44 +298,164 @@ def _tolerant(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: l
             )
     if df.select(pl.col("_body").str.contains("=", literal=True).any()).item():
         df = df.with_columns(_body=pl.col("_body").str.replace(*_SWA_PAIR).str.replace(*_SWA_USAGE_ONLY))
-    rest = df
-    # 1) shapes seen in earlier batches, commonest first: recognised without computing shapes
-    # (only the few commonest: a log of many shapes is cheaper to partition by shape below)
-    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])[:FAST_SHAPES]
-    for key in seen:
-        tab, shape = key
-        plan = _PLANS[key]
-        if not plan.ok or rest.height == 0:
-            continue
-        hit = rest.with_columns(_hit=_fits(shape, plan))
-        part = hit.filter(pl.col("_hit"))
-        if part.height == 0:
-            continue
-        rest = hit.filter(~pl.col("_hit")).drop("_hit")
-        _HITS[key] += part.height
-        good, bad = _apply(part.drop("_hit"), table, plan, schema)
+    df = df.with_columns(_shape=_shape_expr())
+    counts = dict(df.group_by("_shape").len().iter_rows())
+    plans: dict[str, Plan] = {}
+    for sh, n in counts.items():
+        plan = _PLANS.get((table, sh))
+        if plan is None:
+            plan = _plan(table, sh)
+            if len(_PLANS) < 512:
+                _PLANS[(table, sh)] = plan
+        if plan.ok and (table, sh) in _PLANS:
+            _HITS[(table, sh)] = _HITS.get((table, sh), 0) + n
+        if plan.ok:
+            for k in plan.unknown:
+                unknown[k] = unknown.get(k, 0) + n
+        plans[sh] = plan
+    failed = [sh for sh, p in plans.items() if not p.ok]
+    if failed:
+        bad = df.filter(pl.col("_shape").is_in(failed))
+        reason = pl.col("_shape").replace_strict(failed, [plans[sh].reason for sh in failed], return_dtype=pl.String)
+        rejects.append(bad.select("line_no", pl.col("line").alias("raw"), reason.alias("reason")))
+        df = df.filter(~pl.col("_shape").is_in(failed))
+    ok = {sh: p for sh, p in plans.items() if p.ok}
+    # cut on its own: a plan with very many keys (a freak line must not widen every row's
+    # split), or one with a key named like a column the line already has (`tp_rank: 3`)
+    taken = set(df.columns)
+    wide = [sh for sh, p in ok.items() if not VECTORIZED or len(p.keys) > VECTOR_KEYS or taken.intersection(p.columns)]
+    narrow = {sh: p for sh, p in ok.items() if sh not in wide}
+    if narrow:
+        part = df.filter(~pl.col("_shape").is_in(wide)) if wide else df
+        good, bad = _apply_all(part, table, narrow, schema)
         rows.append(good)
         if bad is not None:
             rejects.append(bad)
-        for k in plan.unknown:
-            unknown[k] = unknown.get(k, 0) + part.height
-    # 2) the rest: compute each line's shape, plan each new shape once
-    if rest.height:
-        rest = rest.with_columns(_shape=_shape_expr())
-        for (sh,), part in rest.partition_by("_shape", as_dict=True).items():
-            plan = _PLANS.get((table, sh))
-            if plan is None:
-                plan = _plan(table, sh)
-                if len(_PLANS) < 512:
-                    _PLANS[(table, sh)] = plan
-            if plan.ok and (table, sh) in _PLANS:
-                _HITS[(table, sh)] = _HITS.get((table, sh), 0) + part.height
-            if not plan.ok:
-                rejects.append(part.select("line_no", pl.col("line").alias("raw"), pl.lit(plan.reason).alias("reason")))
-                continue
-            good, bad = _apply(part, table, plan, schema)
+    if wide:
+        for (sh,), part in df.filter(pl.col("_shape").is_in(wide)).partition_by("_shape", as_dict=True).items():
+            good, bad = _apply(part, table, ok[sh], schema)
             rows.append(good)
             if bad is not None:
                 rejects.append(bad)
-            for k in plan.unknown:
-                unknown[k] = unknown.get(k, 0) + part.height
+
+
+#: cut all shapes in one vectorized pass (False: one pass per shape; the property tests compare both)
+VECTORIZED = True
+#: plans with more keys than this are cut on their own, so a freak line cannot widen every row's split
+VECTOR_KEYS = 24
+
+
+def _lut(shapes: list[str], values: list, dtype: pl.DataType) -> pl.Expr:
+    """Per-row value of a per-shape table (`_pid` indexes `shapes`)."""
+    if len(set(values)) == 1:
+        return pl.lit(values[0], dtype)
+    return pl.lit(pl.Series(values, dtype=dtype)).gather(pl.col("_pid"))
+
+
+def _apply_all(df: pl.DataFrame, table: str, plans: dict[str, Plan], schema: dict) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Rows of many shapes, each with an ok plan → typed rows (and bad-value rejects) in one pass.
+
+    The body is cut once into as many fields as the longest plan has keys (a line has exactly
+    its plan's number of pieces).  Position j's value starts after its key (per-shape key
+    length); each position is typed once per dtype its keys map to, and each column takes the
+    typed value from the position its key holds in the row's plan.  Same values, rejects and
+    reasons as cutting each shape on its own (`_apply`)."""
+    shapes = list(plans)
+    P = [plans[sh] for sh in shapes]
+    n = max(len(p.keys) for p in P)
+    one = len(shapes) == 1
+    if not one:
+        df = df.with_columns(_pid=pl.col("_shape").replace_strict(shapes, list(range(len(shapes))), return_dtype=pl.UInt32))
+    lut = (lambda vals, dt: pl.lit(vals[0], dt)) if one else (lambda vals, dt: _lut(shapes, vals, dt))
+    fields = pl.col("_body").str.split_exact(", ", n - 1).struct.rename_fields([f"_f{j}" for j in range(n)])
+    df = df.with_columns(_f=fields).unnest("_f")
+    # raw values
+    raw = {}
+    for j in range(n):
+        lens = [len(p.keys[j]) + 2 if j < len(p.keys) else None for p in P]
+        known = {x for x in lens if x is not None}
+        off = pl.lit(known.pop()) if len(known) == 1 else lut(lens, pl.Int64)
+        raw[f"_v{j}"] = pl.col(f"_f{j}").str.slice(off)
+    df = df.with_columns(**raw)
+    # each position typed once per dtype its keys map to
+    def dkey(col):
+        return str(schema[col])
+    typed: dict[tuple[int, str], str] = {}
+    exprs = {}
+    for j in range(n):
+        for p in P:
+            if j < len(p.keys) and p.columns[j] is not None:
+                col = p.columns[j]
+                tk = (j, dkey(col))
+                if tk not in typed:
+                    name = f"_t{j}_{len(typed)}"
+                    typed[tk] = name
+                    if schema[col] == pl.String:
+                        exprs[name] = pl.col(f"_v{j}")
+                    else:
+                        exprs[name] = _typed(pl.col(f"_v{j}"), col, schema)
+    df = df.with_columns(**exprs)
+    # bad values: the first key (in the line's order) whose value does not parse
+    checks = []
+    for j in range(n):
+        kinds = {dkey(p.columns[j]) for p in P if j < len(p.keys) and p.columns[j] is not None and schema[p.columns[j]] != pl.String}
+        if not kinds:
+            continue
+        codes = [dkey(p.columns[j]) if j < len(p.keys) and p.columns[j] is not None else None for p in P]
+        conds = []
+        for kd in sorted(kinds):
+            isnull = pl.col(typed[(j, kd)]).is_null()
+            conds.append(isnull if codes.count(kd) == len(codes) else (lut(codes, pl.String) == kd) & isnull)
+        bad_j = pl.any_horizontal(conds).fill_null(False) & pl.col(f"_v{j}").is_not_null()
+        names = [f"bad value for {p.keys[j]!r}" if j < len(p.keys) else None for p in P]
+        checks.append((bad_j, names))
+    bad = None
+    if checks and df.select(pl.any_horizontal([c for c, _ in checks]).any()).item():
+        reason = pl.coalesce([pl.when(c).then(lut(names, pl.String)) for c, names in checks])
+        df = df.with_columns(_bad=reason)
+        bad = df.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
+        df = df.filter(pl.col("_bad").is_null())
+    # columns: the typed value at the position the column's key holds in the row's plan
+    cols: dict[str, list[int | None]] = {}
+    for i, p in enumerate(P):
+        for j, col in enumerate(p.columns):
+            if col is not None:
+                cols.setdefault(col, [None] * len(P))[i] = j
+    out = {}
+    for col, pos in cols.items():
+        at = sorted({j for j in pos if j is not None})
+        if len(at) == 1 and None not in pos:
+            out[col] = pl.col(typed[(at[0], dkey(col))])
+        else:
+            pe = lut(pos, pl.Int64)
+            e = pl.when(pe == at[0]).then(pl.col(typed[(at[0], dkey(col))]))
+            for j in at[1:]:
+                e = e.when(pe == j).then(pl.col(typed[(j, dkey(col))]))
+            out[col] = e.otherwise(pl.lit(None, schema[col] if schema[col] != DT else DT))
+        if col == "cuda_graph":
+            out["graph_device"] = lut([graph_device(p.keys[pos[i]]) if pos[i] is not None else None for i, p in enumerate(P)], pl.String)
+    ext = [j for j in range(n) if any(j < len(p.keys) and p.columns[j] is None for p in P)]
+    if ext:
+        parts = []
+        for j in ext:
+            pre = []
+            for p in P:
+                if j < len(p.keys) and p.columns[j] is None:
+                    first = all(c is not None for c in p.columns[:j])
+                    pre.append(("{" if first else ", ") + json.dumps(column_name(p.keys[j])) + ': "')
+                else:
+                    pre.append(None)
+            v = pl.col(f"_v{j}").str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+            parts.append(pl.concat_str([lut(pre, pl.String), v, pl.lit('"')]))
+        has = [any(c is None for c in p.columns) for p in P]
+        body = pl.concat_str([*parts, pl.lit("}")], ignore_nulls=True)
+        out["extra"] = body if all(has) else pl.when(lut(has, pl.Boolean)).then(body)
+    out["variant"] = lut([p.variant for p in P], pl.String)
+    out["iter"] = pl.col("_iter").cast(pl.Int64)
+    if table == "prefill":
+        out["mixed"] = pl.col("_mixed").is_not_null()
+        has_rr = ["running_req" in p.columns for p in P]
+        if not all(has_rr):
+            from_mixed = pl.col("_mixed").cast(pl.Int64)
+            out["running_req"] = from_mixed if not any(has_rr) else pl.when(lut(has_rr, pl.Boolean)).then(out["running_req"]).otherwise(from_mixed)
+    return df.with_columns(**out), bad

@@ -135,3 +135,45 @@ def test_batch_split_path_agrees_with_the_tolerant_path(specs, sep, primed_tail)
         batch_lines._HITS.update(saved[0])
         batch_lines._PLANS.clear()
         batch_lines._PLANS.update(saved[1])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=16), st.lists(st.sampled_from([", ", ". ", ".", " [7], ", " [7]. ", ""]), min_size=1, max_size=4),
+       st.lists(st.integers(0, 7), min_size=1, max_size=16))
+def test_batch_one_pass_agrees_with_one_pass_per_shape(specs, seps, drops):
+    """The tolerant path cuts all shapes of a batch in one pass; cutting each shape on its own
+    gives the same rows, rejects and unknown-key counts (lines of many shapes, odd values)."""
+    import polars as pl
+
+    from loglens.parsers import batch_lines
+
+    msgs = {"decode": [], "prefill": []}
+    for i, (table, values, tail) in enumerate(specs):
+        pairs = [f"{k}: {v}" for k, v in zip(_KEYS[table], values)]
+        d = drops[i % len(drops)]
+        if d < len(pairs) and d > 0:
+            del pairs[d]  # another shape
+        head = {"decode": "Decode batch", "prefill": "Prefill batch"}[table] + seps[i % len(seps)]
+        msgs[table].append(head + ", ".join(pairs) + tail)
+    saved = dict(batch_lines._HITS), dict(batch_lines._PLANS)
+    try:
+        for table, lines in msgs.items():
+            if not lines:
+                continue
+            df = pl.DataFrame({"line_no": range(1, len(lines) + 1), "line": lines, "msg": lines})
+            got = []
+            for vectorized in (True, False):
+                batch_lines._HITS.clear()
+                batch_lines.VECTORIZED = vectorized
+                got.append(batch_lines.parse_batch_lines(df, table))
+            one, per = got
+            for a, b in zip(one[:2], per[:2]):
+                assert (a.height == b.height == 0) or a.select(sorted(a.columns)).sort("line_no").equals(
+                    b.select(sorted(b.columns)).sort("line_no")), lines
+            assert one[2] == per[2]
+    finally:
+        batch_lines.VECTORIZED = True
+        batch_lines._HITS.clear()
+        batch_lines._HITS.update(saved[0])
+        batch_lines._PLANS.clear()
+        batch_lines._PLANS.update(saved[1])
