@@ -48,7 +48,9 @@ Precise mode (`precise=True` with a prefill table; reconcile uses it, 1-s timest
    (`prefill_clock`).  A Decode line comes at most 40 decode steps (of at most the batch that
    Prefill left) after the last Prefill inside its window (`_after_prefill_bound`): this pins the
    first line after a burst's start, whose window began in idle time and which nothing else ties
-   to its neighbours.  (Bounding every Decode line by the Prefill lines logged around it is valid
+   to its neighbours.  Given a run's start (`warmups`), the line the client's warmup printed
+   while it ran (after idle, one lone Prefill in its window, one running request) comes at most
+   ~31 / accept len steps after that Prefill (`_warmup_bound`).  (Bounding every Decode line by the Prefill lines logged around it is valid
    too, but on the accuracy sweep it moved short stretches against their step targets' bias:
    no net gain, so it is not done.)
 
@@ -89,7 +91,7 @@ _REASONS = {0: None, 1: "first_line", 2: "after_startup", 3: "after_flush", 4: "
 
 def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: int = 40,
                      events: pl.DataFrame | None = None, prefill: pl.DataFrame | None = None,
-                     precise: bool = False) -> pl.DataFrame:
+                     precise: bool = False, warmups=(), warmup_tokens: int = 31) -> pl.DataFrame:
     """One row per Decode line of each DP stream (duplicate TP/PP ranks dropped), with
     `interval_s`, `tokens`, `window_end` (the reconstructed time of the line, ts + a sub-second
     offset), `window_start` (= window_end − interval_s), `busy_s` (the part of the interval the
@@ -104,7 +106,11 @@ def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: i
     `precise` (needs `prefill`, even an empty one: it says which windows held prefills) places
     the lines by a fitted step-time model and bounded least squares (module docstring, steps
     4-6); off by default: ~5× the band method's time on a whole table (1.2 s vs 0.23 s for
-    600k lines); reconcile reads only a window around a run."""
+    600k lines); reconcile reads only a window around a run.
+
+    `warmups` (precise mode): times (s) just before which a short request ran alone after idle —
+    bench_serving's warmup, at most `warmup_tokens` decode tokens — whose Decode line, printed
+    while it ran, is then bounded by its Prefill line (`_warmup_bound`)."""
     if isinstance(decode, pl.LazyFrame):
         decode = decode.collect()
     df = _one_row_per_stream_line(decode)
@@ -121,6 +127,8 @@ def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: i
         part, pf_rows = _batch_samples(part, prefill, file_id, stream)
         # the precise method needs to know which windows hold prefills: only with a prefill table
         precise_rows = (pf_rows if pf_rows is not None else _NO_PREFILL) if precise and prefill is not None else None
+        if precise_rows is not None and len(warmups):
+            precise_rows = {**precise_rows, "warmups": np.asarray(warmups, float), "warmup_tokens": warmup_tokens}
         parts.append(_reconstruct(part, decode_log_interval, precise_rows).select(OUTPUT_COLUMNS))
     return pl.concat(parts)
 
@@ -554,6 +562,11 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     if pf_rows is not None and pf_rows["owner"].size:
         box_hi = _after_prefill_bound(box_lo, box_hi, a, c, log_interval, pf_rows)
         band_t = np.clip(band_t, box_lo, box_hi)
+        if "warmups" in pf_rows:
+            hi = _warmup_bound(box_lo, box_hi, a, c, breaks, run, accept, pf_n, pf_rows)
+            moved = hi < box_hi  # an isolated line: the middle of what is left of its bracket
+            box_hi = hi
+            band_t = np.where(moved, (box_lo + box_hi) / 2, band_t)
     g = gen / accept
     with np.errstate(divide="ignore", invalid="ignore"):
         den = 1 - c * g
@@ -640,6 +653,34 @@ def _after_prefill_bound(box_lo, box_hi, a, c, log_interval, pf_rows):
     ub = pf_rows["p_hi"][jc] + log_interval * (a + c * pf_rows["b"][jc]) * 1.05
     new_hi = np.where(inside & np.isfinite(ub), np.fmin(box_hi, ub), box_hi)
     return np.where(new_hi >= box_lo, new_hi, box_hi)
+
+
+def _warmup_bound(box_lo, box_hi, a, c, breaks, run, accept, pf_n, pf_rows):
+    """A short request alone after idle (bench_serving's warmup, just before a run's start: at
+    most `warmup_tokens` decode tokens): when a Decode line was printed while it ran, the line
+    comes at most its decode steps (`warmup_tokens` / accept len, the accept len taken 25 % lower
+    for the spread of a single request's) plus one for its prefill forward after its Prefill line.
+    The line: its window began in idle time (a stretch break), holds that one Prefill line (one
+    new request, none running) and it printed with one running request.  Such a line is linked
+    to nothing (idle before it; the next window's Prefill found the batch empty), so without
+    this only its timestamp bracket placed it, and the run's first line's interval with it."""
+    own = pf_rows["owner"].astype(np.int64)
+    n = box_lo.size
+    new_hi = box_hi.copy()
+    single = (pf_rows["run"] == 0) & (pf_rows["b"] == 1)
+    for start in pf_rows["warmups"]:
+        # lone requests' Prefill lines a few seconds before the run's start (its own first
+        # request may fall inside the same timestamp second: the line checks below tell them apart)
+        for k in np.flatnonzero(single & (pf_rows["p_lo"] < start) & (pf_rows["p_hi"] > start - 5.0)):
+            i = int(own[k])
+            if not (0 < i < n and breaks[i] and pf_n[i] == 1 and run[i] == 1):
+                continue
+            acc = accept[i] if np.isfinite(accept[i]) and accept[i] > 1 else 1.0
+            steps = min(float(np.ceil(pf_rows["warmup_tokens"] / (1 + 0.75 * (acc - 1)))), 40.0) + 1
+            ub = pf_rows["p_hi"][k] + steps * (a + c) * 1.05
+            if np.isfinite(ub) and box_lo[i] <= ub < new_hi[i]:
+                new_hi[i] = ub
+    return new_hi
 
 
 def _box_qp_tridiag(diag, off, q, lo, hi, x0, iters=20):

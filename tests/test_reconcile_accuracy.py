@@ -155,3 +155,22 @@ def test_a_log_without_constant_batch_lines_still_gets_a_step_time_fit(name, run
         row = mod.run_case(case, Path(tmp))[run]
     assert "error" not in row
     assert abs(row["token_err_pct"]) <= 3.0, row["token_err_pct"]
+
+
+# (sweep case, run): a 4-s speculative run with two Decode lines; the line before it is the one the
+# client's warmup printed, after idle, linked to nothing: its 1-s bracket alone placed it 0.4 s late,
+# which cut the run's first line's interval (-8.9 %, residual 8.8 %).  The warmup makes at most 31
+# decode tokens, so that line comes at most ~31 / accept len steps after the warmup's Prefill line
+# (placed by the Prefill clock): -4.3 %, residual under 5 %.  The rest is the two run lines' own
+# placement (no constant-batch line: a step-time fit from the batch bounds alone).
+WARMUP_LINE_RUNS = [("spec2.5 s6", 3)]
+
+
+@pytest.mark.parametrize("name,run", WARMUP_LINE_RUNS)
+def test_the_warmup_line_is_bounded_by_its_prefill(name, run):
+    mod, case = _sweep_case(name)
+    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
+        row = mod.run_case(case, Path(tmp))[run]
+    assert "error" not in row
+    assert abs(row["token_err_pct"]) <= 5.0, row["token_err_pct"]
+    assert abs(row["residual_pct"]) < 5.0, row["residual_pct"]

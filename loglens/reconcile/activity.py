@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from loglens.intervals import decode_intervals, stream_name
-from loglens.reconcile.edges import refine_busy, split_edges
+from loglens.reconcile.edges import WARMUP_DECODE_TOKENS, refine_busy, split_edges
 from loglens.runs import Run, to_datetime, to_seconds
 from loglens.store import Store
 
@@ -46,7 +46,7 @@ def decode_log_interval(store: Store, file_id: str | None) -> int:
 
 
 def load_activity(store: Store, start_s: float, end_s: float, file_id: str | None = None,
-                  margin_s: float = MARGIN_S) -> Activity:
+                  margin_s: float = MARGIN_S, warmups: list[float] | None = None) -> Activity:
     """Decode lines (with intervals, prefill counts, refined busy time), retractions and the
     decode-log interval around [start, end].  The margin before the start widens (×20 each time)
     until every stream has lines before the start: the first line of a run after a long idle
@@ -76,7 +76,8 @@ def load_activity(store: Store, start_s: float, end_s: float, file_id: str | Non
             break
         before *= 20
     interval = decode_log_interval(store, file_id)
-    iv = decode_intervals(dec, interval, events=ev, prefill=pre, precise=True)
+    iv = decode_intervals(dec, interval, events=ev, prefill=pre, precise=True,
+                          warmups=[start_s] if warmups is None else warmups, warmup_tokens=WARMUP_DECODE_TOKENS)
     iv = refine_busy(_with_prefill_counts(iv, pre), interval)  # edges.py
     iv = iv.with_columns(
         _end_s=pl.col("window_end").dt.epoch("us").cast(pl.Float64) / 1e6,
@@ -153,7 +154,8 @@ def annotate_decode_activity(store: Store, runs: list[Run]) -> None:
         for r in group + [None]:
             if chunk and (r is None or (r.start - chunk[-1].end).total_seconds() > 2 * MARGIN_S):
                 lo, hi = to_seconds(chunk[0].start), max(to_seconds(x.end) for x in chunk)
-                act = load_activity(store, lo, hi, fid)
+                act = load_activity(store, lo, hi, fid,
+                                    warmups=[to_seconds(x.start) for x in chunk if x.warmup_requests])
                 for x in chunk:
                     a, b = to_seconds(x.start), to_seconds(x.end)
                     prev_end = max((to_seconds(y.end) for y in group if y.end <= x.start), default=None)
