@@ -68,7 +68,8 @@ def _one(store: Store, rec, al: Alignment | None, quote: float | None, segments:
                              f"{rec.duration:.1f} s): ingest the server log of that run, or give the window "
                              f"with --start/--end")
     file_id = al.segment.file_id if al.segment is not None else None
-    act = load_activity(store, al.start_s, al.end_s, file_id)
+    # the warmup bound applies only where the alignment saw the client's warmup request(s)
+    act = load_activity(store, al.start_s, al.end_s, file_id, warmups=[al.start_s] if al.warmup_requests else [])
     prev_end = _previous_run_end(al, segments)
     intervals = split_edges(act.intervals, al.start_s, al.end_s, act.decode_log_interval, prev_end,
                             al.warmup_requests)
