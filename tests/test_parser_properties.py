@@ -3,6 +3,8 @@ its input is cut into batches."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +96,30 @@ _LINE = st.sampled_from(["decode", "prefill"]).flatmap(
 _OK = {"decode": ("1", "2", "0.5", "True", "3.25", "0"), "prefill": ("1", "2", "3", "0.5", "4", "0", "9.5", "False")}
 
 
+@contextmanager
+def _plans_restored():
+    """The batch parser's shared plan registries and switches, put back as they were."""
+    from loglens.parsers import batch_lines
+
+    saved = dict(batch_lines._HITS), dict(batch_lines._PLANS)
+    try:
+        yield batch_lines
+    finally:
+        batch_lines.VECTORIZED = True
+        batch_lines._HITS.clear()
+        batch_lines._HITS.update(saved[0])
+        batch_lines._PLANS.clear()
+        batch_lines._PLANS.update(saved[1])
+
+
+def _assert_same_parse(a, b, lines):
+    """(rows, rejects, unknown keys) of two parses of the same lines are equal."""
+    for x, y in zip(a[:2], b[:2]):
+        assert (x.height == y.height == 0) or x.select(sorted(x.columns)).sort("line_no").equals(
+            y.select(sorted(y.columns)).sort("line_no")), lines
+    assert a[2] == b[2]
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_LINE, min_size=1, max_size=12), st.sampled_from([", ", ". ", ".", " [7], "]),
        st.sampled_from(["", ", "]))
@@ -105,16 +131,13 @@ def test_batch_split_path_agrees_with_the_tolerant_path(specs, sep, primed_tail)
     give exactly the rows and rejects the tolerant path gives, whatever the values hold."""
     import polars as pl
 
-    from loglens.parsers import batch_lines
-
     keys = _KEYS
     header = {"decode": "Decode batch" + sep, "prefill": "Prefill batch" + sep}
     msgs = {"decode": [], "prefill": []}
     for table, values, tail in specs:
         body = ", ".join(f"{k}: {v}" for k, v in zip(keys[table], values))
         msgs[table].append(header[table] + body + tail)
-    saved = dict(batch_lines._HITS), dict(batch_lines._PLANS)
-    try:
+    with _plans_restored() as batch_lines:
         for table, lines in msgs.items():
             if not lines:
                 continue
@@ -125,16 +148,7 @@ def test_batch_split_path_agrees_with_the_tolerant_path(specs, sep, primed_tail)
             batch_lines._HITS.clear()
             clean = header[table] + ", ".join(f"{k}: 1" for k in keys[table]) + primed_tail
             batch_lines.parse_batch_lines(pl.DataFrame({"line_no": [0], "line": [clean], "msg": [clean]}), table)
-            fast = batch_lines.parse_batch_lines(df, table)
-            for a, b in zip(fast[:2], slow[:2]):
-                assert (a.height == b.height == 0) or a.select(sorted(a.columns)).sort("line_no").equals(
-                    b.select(sorted(b.columns)).sort("line_no")), lines
-            assert fast[2] == slow[2]
-    finally:
-        batch_lines._HITS.clear()
-        batch_lines._HITS.update(saved[0])
-        batch_lines._PLANS.clear()
-        batch_lines._PLANS.update(saved[1])
+            _assert_same_parse(batch_lines.parse_batch_lines(df, table), slow, lines)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -145,8 +159,6 @@ def test_batch_one_pass_agrees_with_one_pass_per_shape(specs, seps, drops):
     gives the same rows, rejects and unknown-key counts (lines of many shapes, odd values)."""
     import polars as pl
 
-    from loglens.parsers import batch_lines
-
     msgs = {"decode": [], "prefill": []}
     for i, (table, values, tail) in enumerate(specs):
         pairs = [f"{k}: {v}" for k, v in zip(_KEYS[table], values)]
@@ -155,8 +167,7 @@ def test_batch_one_pass_agrees_with_one_pass_per_shape(specs, seps, drops):
             del pairs[d]  # another shape
         head = {"decode": "Decode batch", "prefill": "Prefill batch"}[table] + seps[i % len(seps)]
         msgs[table].append(head + ", ".join(pairs) + tail)
-    saved = dict(batch_lines._HITS), dict(batch_lines._PLANS)
-    try:
+    with _plans_restored() as batch_lines:
         for table, lines in msgs.items():
             if not lines:
                 continue
@@ -166,14 +177,4 @@ def test_batch_one_pass_agrees_with_one_pass_per_shape(specs, seps, drops):
                 batch_lines._HITS.clear()
                 batch_lines.VECTORIZED = vectorized
                 got.append(batch_lines.parse_batch_lines(df, table))
-            one, per = got
-            for a, b in zip(one[:2], per[:2]):
-                assert (a.height == b.height == 0) or a.select(sorted(a.columns)).sort("line_no").equals(
-                    b.select(sorted(b.columns)).sort("line_no")), lines
-            assert one[2] == per[2]
-    finally:
-        batch_lines.VECTORIZED = True
-        batch_lines._HITS.clear()
-        batch_lines._HITS.update(saved[0])
-        batch_lines._PLANS.clear()
-        batch_lines._PLANS.update(saved[1])
+            _assert_same_parse(*got, lines)

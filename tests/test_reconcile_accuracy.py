@@ -95,6 +95,15 @@ def _sweep_case(name: str):
     return mod, next(c for c in mod.cases() if c.name == name)
 
 
+def _sweep_row(name: str, run: int) -> dict:
+    """One run of a sweep case, reconciled and compared with the simulator's truth."""
+    mod, case = _sweep_case(name)
+    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
+        row = mod.run_case(case, Path(tmp))[run]
+    assert "error" not in row
+    return row
+
+
 # (sweep case, run): off by 3.2-6.3 % with the band method (line times inside each 1-s bracket
 # only to ~±0.3 s), within 3 % with the step-time fit and the bounded least-squares line times
 PRECISE_RUNS = [("short s0", 3), ("short s2", 2), ("short s9", 3), ("spec3.2 s5", 1), ("spec2.0 s7", 1)]
@@ -102,10 +111,7 @@ PRECISE_RUNS = [("short s0", 3), ("short s2", 2), ("short s9", 3), ("spec3.2 s5"
 
 @pytest.mark.parametrize("name,run", PRECISE_RUNS)
 def test_short_runs_the_precise_line_times_bring_within_3_percent(name, run):
-    mod, case = _sweep_case(name)
-    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
-        row = mod.run_case(case, Path(tmp))[run]
-    assert "error" not in row
+    row = _sweep_row(name, run)
     assert abs(row["token_err_pct"]) <= 3.0, row["token_err_pct"]
 
 
@@ -118,10 +124,7 @@ AFTER_IDLE_RUNS = [("short s6", 3)]
 
 @pytest.mark.parametrize("name,run", AFTER_IDLE_RUNS)
 def test_the_line_after_a_burst_start_is_pinned_by_the_prefill_clock(name, run):
-    mod, case = _sweep_case(name)
-    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
-        row = mod.run_case(case, Path(tmp))[run]
-    assert "error" not in row
+    row = _sweep_row(name, run)
     assert abs(row["token_err_pct"]) <= 3.0, row["token_err_pct"]
 
 
@@ -134,10 +137,7 @@ TAIL_FROM_NEXT_RUNS = [("short s0", 0), ("short s9", 2)]
 
 @pytest.mark.parametrize("name,run", TAIL_FROM_NEXT_RUNS)
 def test_the_unlogged_tail_is_read_off_the_next_warmup_line(name, run):
-    mod, case = _sweep_case(name)
-    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
-        row = mod.run_case(case, Path(tmp))[run]
-    assert "error" not in row
+    row = _sweep_row(name, run)
     assert abs(row["token_err_pct"]) <= 3.0, row["token_err_pct"]
 
 
@@ -150,10 +150,7 @@ BOUNDS_FIT_RUNS = [("spec2.5 s6", 0), ("buried", 4)]
 
 @pytest.mark.parametrize("name,run", BOUNDS_FIT_RUNS)
 def test_a_log_without_constant_batch_lines_still_gets_a_step_time_fit(name, run):
-    mod, case = _sweep_case(name)
-    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
-        row = mod.run_case(case, Path(tmp))[run]
-    assert "error" not in row
+    row = _sweep_row(name, run)
     assert abs(row["token_err_pct"]) <= 3.0, row["token_err_pct"]
 
 
@@ -168,9 +165,6 @@ WARMUP_LINE_RUNS = [("spec2.5 s6", 3)]
 
 @pytest.mark.parametrize("name,run", WARMUP_LINE_RUNS)
 def test_the_warmup_line_is_bounded_by_its_prefill(name, run):
-    mod, case = _sweep_case(name)
-    with tempfile.TemporaryDirectory(prefix="loglens-acc-") as tmp:
-        row = mod.run_case(case, Path(tmp))[run]
-    assert "error" not in row
+    row = _sweep_row(name, run)
     assert abs(row["token_err_pct"]) <= 5.0, row["token_err_pct"]
     assert abs(row["residual_pct"]) < 5.0, row["residual_pct"]
