@@ -623,7 +623,6 @@ def _precise_times(t, band_t, r, breaks, model, run, prev_run, accept, gen, pf_n
     solve = (size[seg] >= 3) & (holes[seg] == 0)
     if not solve.any():
         return band_t
-    n = t.size
     # objective Σ w_j (x_j − x_{j−1} − s_j)² + eps Σ (x − bracket centre)², link j joins j−1 and j
     w = np.where(use & solve & np.concatenate([[False], solve[:-1]]), 1 / sd ** 2, 0.0)
     w[0] = 0.0
