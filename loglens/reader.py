@@ -21,6 +21,9 @@ import pyarrow as pa
 CHUNK_BYTES = 16 * 1024 * 1024  # two in flight: memory stays flat and well under 1 GiB
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 4096
+#: string views address their buffer with 32-bit offsets: a chunk this large (only a single line
+#: of over 2 GiB makes one) has its lines copied one by one instead
+VIEW_LIMIT = 2**31
 
 
 def is_gzip(path: Path) -> bool:
@@ -73,7 +76,7 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
         {
             "line_no": pl.int_range(first_line_no, first_line_no + n, eager=True, dtype=pl.Int64),
             "byte_off": pl.Series(byte_off, dtype=pl.Int64),
-            "line": pl.from_arrow(_string_views(chunk, starts, stops)) if len(chunk) < 2**31
+            "line": pl.from_arrow(_string_views(chunk, starts, stops)) if len(chunk) < VIEW_LIMIT
             else pl.Series([str(chunk[a:b], "utf-8") for a, b in zip(starts, stops)], dtype=pl.String),
         }
     )

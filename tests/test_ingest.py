@@ -170,3 +170,16 @@ def test_chunks_parsed_by_worker_threads_give_the_rows_of_one_piece(tmp_path, mo
         assert got[t].equals(df), t
     assert threads.read("files").select("lines", "blank_lines", "resume_line").row(0) == one.read("files").select("lines", "blank_lines", "resume_line").row(0)
     assert len(threads.files_of("decode")) > 10  # the workers did write their parts
+
+
+def test_lines_of_a_chunk_too_large_for_string_views_are_the_same(monkeypatch):
+    """A chunk past the string-view limit (a line of over 2 GiB) takes the copying path: same
+    lines, endings stripped the same way, invalid UTF-8 repaired the same way."""
+    import loglens.reader as reader
+
+    data = b"[2026-02-19 00:27:16 TP0] a\r\n\n  tb\r\r\nbad \xff byte\nshort\nlast, no newline"
+    views = reader.lines_frame(data, 1, 0)
+    monkeypatch.setattr(reader, "VIEW_LIMIT", 0)
+    copied = reader.lines_frame(data, 1, 0)
+    assert copied.equals(views)
+    assert copied["line"].to_list() == ["[2026-02-19 00:27:16 TP0] a", "", "  tb", "bad \ufffd byte", "short", "last, no newline"]
