@@ -6,9 +6,12 @@ the v0.1.17–v0.2.13 releases put `[gpu_id=N] ` / `[gpu=N] ` at the start of th
 adds `(SchedulerActor pid=…, ip=…) ` in front.  Rank tokens are a set: their order changed
 three times, so each is looked up on its own.
 
-Why it is fast: a log has one distinct bracket content per second and rank stream, so a 32 MB
-batch of ~250k lines holds a few thousand distinct prefixes.  They are validated and parsed
-once each (regex, strptime) in a small table that is joined back onto the lines.
+Why it is fast: today's layout (`[YYYY-MM-DD HH:MM:SS[.fff][ RANKS]] `) is read by position —
+one strptime over a constant slice, one anchored regex to keep strptime honest, and the rest of
+the bracket looked up by its next 16 bytes, of which a log has a few hundred distinct values
+(parsed once each, mapped back through an enum's codes).  Any other bracket takes the generic
+path: its distinct contents are validated and parsed once each and joined back.  A property test
+holds the two paths to identical columns.
 """
 
 from __future__ import annotations
@@ -59,13 +62,62 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
     return df.with_columns(**{c: pl.when(pl.col("_valid")).then(pl.col(c)) for c in PREFIX_COLUMNS})
 
 
+#: `[YYYY-MM-DD HH:MM:SS` then `]`, ` `, `.` or `,`: today's layout, read by position
+_ISO_HEAD = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:[0-5]\d[\]., ]"
+#: the bracket's tail after the seconds (fraction, rank tokens, `]`, and the byte after it) is
+#: looked up by the next 16 bytes: a constant slice (no copy), a few hundred distinct values
+_TAIL = 16
+#: take the fast path at all (False: every bracketed line takes the generic one; tests compare)
+ISO_FAST = True
+_REST_LIKE = r"^(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*$"
+
+
+def _parse_tails(tails: pl.Series) -> pl.DataFrame:
+    """Distinct 16-byte tails → `_tv` (a valid prefix ends in it), `_us` (fraction),
+    `_sp` (a space follows `]`) and the rank columns."""
+    df = pl.DataFrame({"_tail": tails})
+    t = pl.col("_tail")
+    pos = t.str.find("]", literal=True)
+    rest = t.str.slice(0, pos)
+    frac = rest.str.extract(r"^[.,](\d{1,6})")
+    df = df.with_columns(
+        # the byte after `]` must be inside the tail to know whether a space follows
+        _tv=(pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False),
+        _us=(frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
+        _sp=(t.str.slice(pos + 1, 1) == " ").fill_null(False),
+        **{col: rest.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) for col, tok in RANK_TOKENS.items()},
+    )
+    return df
+
+
+def _generic(df: pl.DataFrame) -> pl.DataFrame:
+    """Any bracket content, by the distinct contents (`_parse_contents`): adds the prefix
+    columns, `_valid` and `_off` (where the message starts) to a frame with `_body`."""
+    body = pl.col("_body")
+    close = body.str.find("]", literal=True)
+    df = df.with_columns(_close=close).with_columns(
+        _content=pl.when((body.str.slice(0, 1) == "[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
+    )
+    table = _parse_contents(df.get_column("_content").drop_nulls().unique())
+    df = df.join(table, on="_content", how="left", maintain_order="left")
+    valid = pl.col("_valid").fill_null(False)
+    # the message starts after `] ` (or `]`)
+    space = (body.str.find("] ", literal=True) == pl.col("_close")).fill_null(False).cast(pl.Int64)
+    return df.with_columns(_valid=valid, _off=pl.when(valid).then(pl.col("_close") + 1 + space).otherwise(0))
+
+
 def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     """Add `proc`, `_pfx` (has a valid `[…]` prefix), `msg` and the typed prefix columns
-    (`ts`, `clock`, rank columns, `gpu`) to a frame with `line`."""
+    (`ts`, `clock`, rank columns, `gpu`) to a frame with `line`.
+
+    Lines in today's layout (`[2026-02-19 00:27:16.318 TP0] `) take the fast path: the time
+    is parsed in place from fixed positions, the rest of the bracket is looked up by its tail
+    (`_parse_tails`); every other bracketed line takes the generic path (`_generic`), whose
+    rows are written back in place."""
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
     has_proc = line.str.contains(r"^\([^)]*\) \[")
-    if df.select(has_proc.any()).item():
+    if df.select((line.str.slice(0, 1) == "(").any()).item() and df.select(has_proc.any()).item():
         df = df.with_columns(
             proc=pl.when(has_proc).then(line.str.extract(r"^\(([^)]*)\) ")),
             _body=pl.when(has_proc).then(line.str.replace(r"^\([^)]*\) ", "")).otherwise(line),
@@ -73,21 +125,43 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     else:
         df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
     body = pl.col("_body")
-    close = body.str.find("]", literal=True)
-    df = df.with_columns(_close=close).with_columns(
-        _content=pl.when((body.str.slice(0, 1) == "[") & (pl.col("_close") < 96)).then(body.str.slice(1, pl.col("_close") - 1))
+    df = df.with_columns(
+        _close=body.str.find("]", literal=True),
+        _tail=body.str.slice(20, _TAIL),
+        _sec=body.str.slice(1, 19).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"),
+        _iso=body.str.contains(_ISO_HEAD),  # strptime alone also takes ` 2026`, `+026`, `:60`
     )
-    table = _parse_contents(df.get_column("_content").drop_nulls().unique())
-    # columns null for every content (absent rank tokens) are not carried through the join
-    nulls = [c for c in PREFIX_COLUMNS if table.get_column(c).null_count() == table.height]
-    df = df.join(table.drop(nulls), on="_content", how="left", maintain_order="left")
-    df = df.with_columns(pl.lit(None, table.schema[c]).alias(c) for c in nulls)
-    valid = pl.col("_valid").fill_null(False)
-    # the message starts after `] ` (or `]`); computed as an offset so only one slice is made
-    space = (body.str.find("] ", literal=True) == pl.col("_close")).fill_null(False).cast(pl.Int64)  # cheaper than a 1-char slice
-    offset = pl.when(valid).then(pl.col("_close") + 1 + space).otherwise(0)
-    df = df.with_columns(_pfx=valid, msg=body.str.slice(offset))
-    return df.drop("_body", "_close", "_content", "_valid")
+    iso = pl.col("_iso") & pl.col("_sec").is_not_null() & ISO_FAST
+    tails = _parse_tails(df.select(pl.col("_tail").filter(iso).unique().sort()).to_series())
+    # rank columns absent from every tail (most logs print one or two) are not carried
+    tails = tails.select(c for c in tails.columns if c in ("_tail", "_tv", "_us", "_sp") or tails.get_column(c).null_count() < tails.height)
+    # each line's row of `tails`: an enum's codes are the positions of its categories (far
+    # cheaper than a join, which would gather every column of the frame)
+    at = df.select(pl.col("_tail").cast(pl.Enum(tails.get_column("_tail")), strict=False).to_physical()).to_series()
+    df = df.with_columns(tails.get_column(c).gather(at) for c in tails.columns if c != "_tail")
+    fast = (iso & pl.col("_tv")).fill_null(False)
+    ts = (pl.col("_sec") + pl.duration(microseconds=pl.col("_us"))).cast(DT)
+    df = df.with_columns(_fast=fast).with_columns(
+        ts=pl.when("_fast").then(ts),
+        _valid=pl.col("_fast"),
+        _off=pl.when("_fast").then(pl.col("_close") + 1 + pl.col("_sp").cast(pl.Int64)).otherwise(0),
+        gpu=pl.lit(None, pl.Int32),
+        **{c: pl.when("_fast").then(pl.col(c)) if c in tails.columns else pl.lit(None, pl.Int32) for c in RANK_TOKENS},
+    ).with_columns(clock=pl.col("ts").cast(pl.Time))
+    # the generic path for every other line with a `]` (a line without one has no prefix)
+    idx = df.select((pl.col("_close").is_not_null() & ~pl.col("_fast")).arg_true()).to_series()
+    if idx.len():
+        idx = idx.filter(df.get_column("_body").gather(idx).str.starts_with("["))
+    if idx.len():
+        part = _generic(df.select("_body").gather(idx))
+        put = ["ts", "clock", *RANK_TOKENS, "gpu", "_valid", "_off"]
+        df = df.with_columns(df.get_column(c).scatter(idx, part.get_column(c).cast(df.schema[c])) for c in put)
+    # rank columns null on every line (most logs print one or two) are dropped and re-added as
+    # literals, which later steps carry for free
+    nulls = [c for c in PREFIX_COLUMNS if df.get_column(c).null_count() == df.height]
+    df = df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in nulls)
+    df = df.with_columns(_pfx=pl.col("_valid"), msg=body.str.slice(pl.col("_off")))
+    return df.drop("_body", "_close", "_tail", "_sec", "_iso", "_tv", "_us", "_sp", "_fast", "_valid", "_off")
 
 
 def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
