@@ -86,8 +86,11 @@ class Store:
         name = name or uuid.uuid4().hex
         final = d / f"{name}.parquet"
         tmp = d / f".{name}.{uuid.uuid4().hex[:8]}.parquet.tmp"
-        pq.write_table(conform(df, table).to_arrow(), tmp, compression="lz4", use_dictionary=_DICTIONARY,
-                       write_statistics=_STATISTICS)
+        # Arrow's newest layout keeps polars' string views as they are (no conversion to
+        # offsets); without the Arrow schema in the file, readers see plain Parquet strings
+        arrow = conform(df, table).to_arrow(compat_level=pl.CompatLevel.newest())
+        pq.write_table(arrow, tmp, compression="lz4", use_dictionary=_DICTIONARY, write_statistics=_STATISTICS,
+                       store_schema=False)
         os.replace(tmp, final)
         return final
 
