@@ -83,47 +83,133 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
 
 
 def _is_ascii(chunk) -> bool:
-    if isinstance(chunk, bytes):
-        return chunk.isascii()
+    # polars' max over the bytes (SIMD): faster than `bytes.isascii`, and works on a memoryview too
+    if len(chunk) < SERIES_LIMIT:
+        return (_byte_series(chunk).max() or 0) < 128
     return int(np.frombuffer(chunk, dtype=np.uint8).max(initial=0)) < 128
+
+
+#: polars numbers a series' rows with 32 bits: the bytes of a chunk this large are searched with numpy
+SERIES_LIMIT = 2**31
+
+
+def _byte_series(chunk) -> pl.Series:
+    """The bytes of `chunk` as a UInt8 series (no copy)."""
+    return pl.from_arrow(pa.Array.from_buffers(pa.uint8(), len(chunk), [None, pa.py_buffer(chunk)]))
+
+
+#: more than one newline in this many bytes: numpy's own search for them is the faster one
+DENSE_NEWLINES = 16
+
+
+def _newline_words(chunk) -> np.ndarray:
+    """Where the newlines are, as a bitmap: bit j of word i is set when `chunk[64 * i + j]` is a
+    newline (polars compares straight to a bitmap, numpy would need a bool array and a pack)."""
+    n = len(chunk)
+    words = np.zeros(-(-n // 64), dtype="<u8")
+    bits = (_byte_series(chunk) == 10).to_arrow() if n < SERIES_LIMIT else None
+    mask, data = bits.buffers()[:2] if bits is not None else (None, None)
+    if data is not None and mask is None and bits.offset == 0:
+        nbytes = -(-n // 8)
+        words.view(np.uint8)[:nbytes] = np.frombuffer(data, dtype=np.uint8, count=nbytes)
+        if n % 64:  # bits past the end are not promised to be 0
+            words[-1] &= np.uint64((1 << (n % 64)) - 1)
+    else:  # not the plain bitmap expected: pack one here
+        packed = np.packbits(np.frombuffer(chunk, dtype=np.uint8) == 10, bitorder="little")
+        words.view(np.uint8)[: len(packed)] = packed
+    return words
+
+
+def _newline_positions(chunk) -> np.ndarray:
+    """Sorted positions of every `\\n` (int64).  `np.flatnonzero(arr == 10)` costs ~40 ns per
+    newline (numpy walks the sparse bool array); instead the nonzero 64-bit words of the newline
+    bitmap are found (a dense, cheap search), and each word's set bits read with popcounts: the
+    lowest of every word at once, then again for the few words holding more."""
+    words = _newline_words(chunk)
+    nz = np.flatnonzero(words != 0)
+    w = words[nz]
+    count = np.bitwise_count(w)
+    total = int(count.sum(dtype=np.int64))
+    if total > len(chunk) // DENSE_NEWLINES:  # many empty or short lines
+        return np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+    base = nz
+    base *= 64
+    first = base + _lowest_bit(w)
+    if total == len(w):  # no word holds two
+        return first
+    out = np.empty(total, dtype=np.int64)
+    at = np.cumsum(count, dtype=np.int64)
+    at -= count  # where each word's first newline goes
+    out[at] = first
+    more = np.flatnonzero(count > 1)
+    w, base, at = w[more], base[more], at[more]
+    while w.size:
+        w &= w - np.uint64(1)  # the lowest bit cleared
+        at += 1
+        out[at] = base + _lowest_bit(w)
+        more = np.flatnonzero(np.bitwise_count(w) > 1)
+        w, base, at = w[more], base[more], at[more]
+    return out
+
+
+def _lowest_bit(w: np.ndarray) -> np.ndarray:
+    """Index of the lowest set bit of each (nonzero) uint64."""
+    low = np.negative(w)
+    low &= w  # that bit alone
+    low -= np.uint64(1)  # the bits below it
+    return np.bitwise_count(low)
 
 
 def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Start and stop (exclusive, without the line ending) of every line."""
     arr = np.frombuffer(chunk, dtype=np.uint8)
-    ends = np.flatnonzero(arr == 10)
+    ends = _newline_positions(chunk)
     if len(ends) == 0 or ends[-1] != len(chunk) - 1:
         ends = np.append(ends, len(chunk))  # an unterminated last line
     starts = np.empty(len(ends), dtype=np.int64)
     starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    stops = ends.astype(np.int64)
-    # `\r\n` endings, and any run of `\r` before the end (a line is stripped of trailing \r and \n)
-    cr = np.flatnonzero((stops > starts) & (arr[np.maximum(stops - 1, 0)] == 13))
+    np.add(ends[:-1], 1, out=starts[1:])
+    stops = ends
+    if not _may_hold_cr(chunk):
+        return starts, stops
+    # `\r\n` endings, and any run of `\r` before the end (a line is stripped of trailing \r and \n);
+    # the byte before each end is read (a stop of 0 reads the chunk's last byte: filtered below)
+    cr = np.flatnonzero(arr[stops - 1] == 13)
     while cr.size:
+        cr = cr[stops[cr] > starts[cr]]
         stops[cr] -= 1
-        cr = cr[(stops[cr] > starts[cr]) & (arr[np.maximum(stops[cr] - 1, 0)] == 13)]
+        cr = cr[arr[stops[cr] - 1] == 13]
     return starts, stops
+
+
+def _may_hold_cr(chunk) -> bool:
+    """False when the chunk holds no `\\r` for sure (a memchr over the bytes object, or over the
+    whole object a memoryview points into: a superset of the chunk)."""
+    whole = chunk.obj if isinstance(chunk, memoryview) else chunk
+    return not isinstance(whole, bytes) or b"\r" in whole
 
 
 def _string_views(chunk: bytes, starts: np.ndarray, stops: np.ndarray) -> pa.Array:
     """An Arrow string-view array of the lines, pointing into `chunk` (no copy, no strip pass):
     16 bytes per line, `length | 4-byte prefix | buffer 0 | offset`, or the whole string inline
     when it has at most 12 bytes (Arrow's view layout, which is also polars' own)."""
-    arr = np.frombuffer(chunk, dtype=np.uint8)
-    n, last = len(starts), len(arr) - 1
-    length = (stops - starts).astype(np.int32)
+    size = len(chunk)
+    n = len(starts)
+    length = stops - starts
     views = np.empty((n, 4), dtype=np.int32)
     views[:, 0] = length
-    # the first 4 bytes, as one little-endian word (four gathers, no index matrix)
-    prefix = np.zeros(n, dtype=np.uint32)
-    for k in range(4):
-        prefix |= arr[np.minimum(starts + k, last)].astype(np.uint32) << np.uint32(8 * k)
-    views[:, 1] = prefix.view(np.int32)
     views[:, 2] = 0
     views[:, 3] = starts
+    if size >= 4:
+        # the first 4 bytes, as one little-endian word read at any byte offset (one gather); a
+        # line starting in the last 3 bytes is short and rewritten below
+        word = np.ndarray(shape=(size - 3,), dtype="<u4", buffer=chunk, strides=(1,))
+        at = starts if starts[-1] <= size - 4 else np.minimum(starts, size - 4)
+        views[:, 1] = word[at].view(np.int32)
     short = np.flatnonzero(length <= 12)
     if short.size:  # inline: the bytes themselves, zero-padded
+        arr = np.frombuffer(chunk, dtype=np.uint8)
+        last = size - 1
         k = np.arange(12)
         idx = np.minimum(starts[short, None] + k, last)
         views.view(np.uint8)[short, 4:16] = np.where(k < length[short, None], arr[idx], 0)
@@ -181,6 +267,8 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
 
 
 def _count_newlines(view) -> int:
+    if len(view) < SERIES_LIMIT:
+        return int((_byte_series(view) == 10).sum())
     return int(np.count_nonzero(np.frombuffer(view, dtype=np.uint8) == 10))
 
 
