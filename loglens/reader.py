@@ -189,6 +189,10 @@ def _may_hold_cr(chunk) -> bool:
     return not isinstance(whole, bytes) or b"\r" in whole
 
 
+#: the low k bytes of a little-endian word, k = 0..4
+_LOW_BYTES = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
+
+
 def _string_views(chunk: bytes, starts: np.ndarray, stops: np.ndarray) -> pa.Array:
     """An Arrow string-view array of the lines, pointing into `chunk` (no copy, no strip pass):
     16 bytes per line, `length | 4-byte prefix | buffer 0 | offset`, or the whole string inline
@@ -200,19 +204,25 @@ def _string_views(chunk: bytes, starts: np.ndarray, stops: np.ndarray) -> pa.Arr
     views[:, 0] = length
     views[:, 2] = 0
     views[:, 3] = starts
-    if size >= 4:
-        # the first 4 bytes, as one little-endian word read at any byte offset (one gather); a
-        # line starting in the last 3 bytes is short and rewritten below
-        word = np.ndarray(shape=(size - 3,), dtype="<u4", buffer=chunk, strides=(1,))
-        at = starts if starts[-1] <= size - 4 else np.minimum(starts, size - 4)
-        views[:, 1] = word[at].view(np.int32)
+    # 4 bytes read as one little-endian word at any byte offset (one gather for a line's prefix);
+    # a chunk of under 4 bytes is read from a zero-padded copy (its lines are all short)
+    src = chunk if size >= 4 else bytes(chunk) + bytes(3)
+    top = len(src) - 4  # the last offset a word can be read at
+    word = np.ndarray(shape=(top + 1,), dtype="<u4", buffer=src, strides=(1,))
+    views[:, 1] = word[starts if starts[-1] <= top else np.minimum(starts, top)].view(np.int32)
     short = np.flatnonzero(length <= 12)
-    if short.size:  # inline: the bytes themselves, zero-padded
-        arr = np.frombuffer(chunk, dtype=np.uint8)
-        last = size - 1
-        k = np.arange(12)
-        idx = np.minimum(starts[short, None] + k, last)
-        views.view(np.uint8)[short, 4:16] = np.where(k < length[short, None], arr[idx], 0)
+    if short.size:  # inline: the bytes themselves, zero-padded, as three words (the prefix is the first)
+        first, left = starts[short], length[short]
+        inline = np.empty((short.size, 3), dtype=np.uint32)
+        for k in range(3):
+            at = np.minimum(first, top)  # a word past the end is read lower down and shifted
+            w = word[at]
+            w >>= ((first - at) * 8).clip(max=24).astype(np.uint32)
+            w &= _LOW_BYTES[left.clip(0, 4)]
+            inline[:, k] = w
+            first = first + 4
+            left = left - 4
+        views[short, 1:] = inline.view(np.int32)
     return pa.Array.from_buffers(pa.string_view(), n, [None, pa.py_buffer(views), pa.py_buffer(chunk)])
 
 
