@@ -1,8 +1,9 @@
 """Bytes of a log file → frames of physical lines, without a per-line Python loop.
 
 A chunk of complete lines is validated as UTF-8 (invalid bytes become U+FFFD), the newline
-positions are found with numpy, and the lines become an Arrow string array that points into
-the chunk's own buffer (zero-copy) before polars takes it.  `\\r\\n` endings and a trailing
+positions are read from a bitmap polars makes (numpy popcounts, see `_newline_positions`), and
+the lines become an Arrow string array that points into the chunk's own buffer (zero-copy)
+before polars takes it.  `\\r\\n` endings and a trailing
 `\\r` are removed; a `\\r` inside a line (tqdm) stays part of that line.
 """
 
@@ -108,10 +109,9 @@ def _newline_words(chunk) -> np.ndarray:
     n = len(chunk)
     words = np.zeros(-(-n // 64), dtype="<u8")
     bits = (_byte_series(chunk) == 10).to_arrow() if n < SERIES_LIMIT else None
-    mask, data = bits.buffers()[:2] if bits is not None else (None, None)
-    if data is not None and mask is None and bits.offset == 0:
+    if bits is not None and bits.offset == 0 and bits.buffers()[0] is None:  # a plain bitmap
         nbytes = -(-n // 8)
-        words.view(np.uint8)[:nbytes] = np.frombuffer(data, dtype=np.uint8, count=nbytes)
+        words.view(np.uint8)[:nbytes] = np.frombuffer(bits.buffers()[1], dtype=np.uint8, count=nbytes)
         if n % 64:  # bits past the end are not promised to be 0
             words[-1] &= np.uint64((1 << (n % 64)) - 1)
     else:  # not the plain bitmap expected: pack one here
