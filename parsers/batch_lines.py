@@ -59,6 +59,8 @@ def _header(df: pl.DataFrame, table: str) -> pl.DataFrame:
     return df.with_columns(df.get_column(c).scatter(idx, rest.get_column(f)) for c, f in got.items())
 
 
+#: lines whose shapes are counted first when a batch comes before any shape counts
+CENSUS = 2000
 #: how many known shapes are tried by literal match before falling back to computing shapes
 FAST_SHAPES = 3
 #: the fast path is taken only while the commonest shapes hold at least this share of the lines seen
@@ -85,6 +87,11 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
     Rejects carry `line_no`, `raw`, `reason`."""
     schema = DECODE if table == "decode" else PREFILL
     rows, rejects, unknown = [], [], {}
+    if sum(n for k, n in _HITS.items() if k[0] == table) < CENSUS and df.height > 2 * CENSUS:
+        # a fresh process knows no shapes yet: the first lines take the tolerant path, which
+        # counts their shapes, and the rest of the batch can take the fast path
+        head, df = df.head(CENSUS), df.slice(CENSUS)
+        _tolerant(head, table, schema, rows, rejects, unknown)
     df = _split_known_shapes(df, table, schema, rows, rejects, unknown)
     if df.height:
         _tolerant(df, table, schema, rows, rejects, unknown)

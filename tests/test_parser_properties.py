@@ -152,6 +152,36 @@ def test_batch_split_path_agrees_with_the_tolerant_path(specs, sep, primed_tail)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, min_size=1, max_size=24), st.lists(st.sampled_from([", ", ". ", " [7], "]), min_size=1, max_size=3))
+@example([("decode", _OK["decode"], "")] * 9 + [("decode", _OK["decode"], ", x: 1")], [", "])
+def test_first_batch_counts_shapes_on_its_head_then_takes_the_fast_path(specs, seps):
+    """A fresh process (no shape counts) parses a batch's first CENSUS lines by the tolerant
+    path and the rest by the fast path with the shapes counted: same rows, rejects and unknown
+    keys as the tolerant path alone."""
+    import polars as pl
+
+    msgs = {"decode": [], "prefill": []}
+    for i, (table, values, tail) in enumerate(specs):
+        head = {"decode": "Decode batch", "prefill": "Prefill batch"}[table] + seps[i % len(seps)]
+        msgs[table].append(head + ", ".join(f"{k}: {v}" for k, v in zip(_KEYS[table], values)) + tail)
+    with _plans_restored() as batch_lines:
+        saved = batch_lines.CENSUS, batch_lines.FAST_SHAPES
+        try:
+            for table, lines in msgs.items():
+                if not lines:
+                    continue
+                df = pl.DataFrame({"line_no": range(1, len(lines) + 1), "line": lines, "msg": lines})
+                batch_lines._HITS.clear()
+                batch_lines.CENSUS, batch_lines.FAST_SHAPES = 10**9, 0
+                slow = batch_lines.parse_batch_lines(df, table)
+                batch_lines._HITS.clear()
+                batch_lines.CENSUS, batch_lines.FAST_SHAPES = 3, saved[1]
+                _assert_same_parse(batch_lines.parse_batch_lines(df, table), slow, lines)
+        finally:
+            batch_lines.CENSUS, batch_lines.FAST_SHAPES = saved
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_LINE, min_size=1, max_size=16), st.lists(st.sampled_from([", ", ". ", ".", " [7], ", " [7]. ", ""]), min_size=1, max_size=4),
        st.lists(st.integers(0, 7), min_size=1, max_size=16))
 def test_batch_one_pass_agrees_with_one_pass_per_shape(specs, seps, drops):
