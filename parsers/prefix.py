@@ -85,9 +85,13 @@ def _parse_tails(tails: pl.Series) -> pl.DataFrame:
         _tv=(pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False),
         _us=(frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
         _sp=(t.str.slice(pos + 1, 1) == " ").fill_null(False),
-        **{col: rest.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) for col, tok in RANK_TOKENS.items()},
     )
-    return df
+    # rank tokens absent from every tail cost no regex (polars keeps only ~32 compiled regexes)
+    present = [col for col, tok in RANK_TOKENS.items() if df.select(rest.str.contains(tok, literal=True).any()).item()]
+    return df.with_columns(
+        **{col: rest.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) if col in present else pl.lit(None, pl.Int32)
+           for col, tok in RANK_TOKENS.items()}
+    )
 
 
 def _generic(df: pl.DataFrame) -> pl.DataFrame:
