@@ -196,8 +196,9 @@ def ingest_file(
         report.status = "grown"
     # Segments are runs of chunks that no record spans (cut before a `[`-prefixed line); they
     # are parsed and written independently, two at a time, by worker threads (polars and
-    # pyarrow release the GIL) while this thread reads ahead.  The last segment is parsed here,
-    # in order, so its held-back record and an unterminated last line can be resumed.
+    # pyarrow release the GIL) while this thread reads ahead.  The last segment is parsed here
+    # (while the workers finish), so its held-back record and an unterminated last line can be
+    # resumed.
     total_blank = 0
     consumed = start
     partial = None
@@ -223,17 +224,18 @@ def ingest_file(
             if segments:
                 futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
             segments.append(current)
+        # the last segment is parsed here while the workers finish theirs
+        parser = LineParser()
+        for chunk, first_no in segments[0] if segments else []:
+            frame = lines_frame(chunk.data, first_no, chunk.start)
+            held = parser.pending_start
+            parsed = parser.feed(frame)
+            _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", report)
+            total_blank += parsed.blank_lines
+            if on_progress:
+                on_progress(len(chunk.data))
         while futures:
             total_blank += _collect(futures.popleft().result(), report, on_progress)
-    parser = LineParser()
-    for chunk, first_no in segments[0] if segments else []:
-        frame = lines_frame(chunk.data, first_no, chunk.start)
-        held = parser.pending_start
-        parsed = parser.feed(frame)
-        _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", report)
-        total_blank += parsed.blank_lines
-        if on_progress:
-            on_progress(len(chunk.data))
     pend = parser.pending_start
     if pend is not None:
         resume_line, resume_at = pend
