@@ -26,7 +26,7 @@ import polars as pl
 
 from loglens.parsers.pipeline import LineParser, Parsed
 from loglens.reader import Chunk
-from loglens.reader import CHUNK_BYTES, HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, read_range, sha1, is_gzip
+from loglens.reader import CHUNK_BYTES, HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, may_hold, read_range, sha1, is_gzip
 from loglens.schema import LINE_TABLES
 from loglens.store import Store, parse_data_name
 
@@ -135,7 +135,7 @@ def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, 
     out = []
     for i, (chunk, first_no) in enumerate(segment):
         held = parser.pending_start
-        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=(i == len(segment) - 1))
+        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=(i == len(segment) - 1), ansi=may_hold(chunk.data, b"\x1b"))
         written = FileReport(source=source)
         _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", written)
         out.append((written, parsed.blank_lines, len(chunk.data)))
@@ -229,7 +229,7 @@ def ingest_file(
         for chunk, first_no in segments[0] if segments else []:
             frame = lines_frame(chunk.data, first_no, chunk.start)
             held = parser.pending_start
-            parsed = parser.feed(frame)
+            parsed = parser.feed(frame, ansi=may_hold(chunk.data, b"\x1b"))
             _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", report)
             total_blank += parsed.blank_lines
             if on_progress:

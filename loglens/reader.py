@@ -182,11 +182,15 @@ def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     return starts, stops
 
 
-def _may_hold_cr(chunk) -> bool:
-    """False when the chunk holds no `\\r` for sure (a memchr over the bytes object, or over the
+def may_hold(chunk, byte: bytes) -> bool:
+    """False when the chunk holds no `byte` for sure (a memchr over the bytes object, or over the
     whole object a memoryview points into: a superset of the chunk)."""
     whole = chunk.obj if isinstance(chunk, memoryview) else chunk
-    return not isinstance(whole, bytes) or b"\r" in whole
+    return not isinstance(whole, bytes) or byte in whole
+
+
+def _may_hold_cr(chunk) -> bool:
+    return may_hold(chunk, b"\r")
 
 
 #: the low k bytes of a little-endian word, k = 0..4

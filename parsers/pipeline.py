@@ -84,7 +84,9 @@ class LineParser:
             ensure_verified()
         self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
 
-    def feed(self, lines: pl.DataFrame, final: bool = False) -> Parsed:
+    def feed(self, lines: pl.DataFrame, final: bool = False, ansi: bool = True) -> Parsed:
+        """Parse `lines`; `ansi=False` tells that they hold no ESC byte (the reader knows this
+        from one memchr over the chunk), which skips the colour-code check."""
         if "byte_off" not in lines.columns:
             lines = lines.with_columns(byte_off=pl.lit(None, pl.Int64))
         df = pl.concat([self.pending, lines.select(list(_LINES_SCHEMA)).cast(_LINES_SCHEMA)], how="vertical")
@@ -92,7 +94,8 @@ class LineParser:
         out = Parsed()
         if df.height == 0:
             return out
-        df = strip_ansi(df)
+        if ansi:  # held-back lines were stripped when they came
+            df = strip_ansi(df)
         df = split_prefix(df)
         df = _family(df)
         # record structure over all lines, so blanks and other families end a traceback

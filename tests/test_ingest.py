@@ -183,3 +183,20 @@ def test_lines_of_a_chunk_too_large_for_string_views_are_the_same(monkeypatch):
     copied = reader.lines_frame(data, 1, 0)
     assert copied.equals(views)
     assert copied["line"].to_list() == ["[2026-02-19 00:27:16 TP0] a", "", "  tb", "bad \ufffd byte", "short", "last, no newline"]
+
+
+def test_colour_codes_are_stripped_in_every_chunk_and_only_where_present(tmp_path, monkeypatch):
+    """Chunks without an ESC byte skip the colour-code pass; a chunk with one still gets it,
+    also when it is not the first (the reader tells each chunk apart)."""
+    import loglens.ingest as ingest
+
+    monkeypatch.setattr(ingest, "CHUNK_BYTES", 4096)
+    plain = "[2026-02-19 00:27:12] INFO:     127.0.0.1:1 - \"POST /generate HTTP/1.1\" 200 OK\n" * 200
+    coloured = "[2026-02-19 00:27:13] \x1b[32mINFO\x1b[0m:     127.0.0.1:2 - \"GET /health HTTP/1.1\" 200 OK\n" * 3
+    log = write(tmp_path / "c.log", plain + coloured + plain)
+    store = Store(tmp_path / "s")
+    ingest_paths([log], store)
+    http = store.read("http")
+    assert http.height == 403 and store.read("rejects").height == 0
+    assert sorted(http.filter(pl.col("client_port") == 2).get_column("level").unique().to_list()) == ["INFO"]
+    assert http.filter(pl.col("client_port") == 2).get_column("path").to_list() == ["/health"] * 3
