@@ -74,6 +74,17 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
+def _continuations(df: pl.DataFrame) -> pl.Series:
+    """Event lines without a prefix that continue the record above (the regex runs on those
+    lines only: a few in a hundred)."""
+    idx = df.select((~pl.col("_pfx") & (pl.col("family") == "event")).arg_true()).to_series()
+    cont = pl.repeat(False, df.height, eager=True).alias("_cont")
+    if idx.len():
+        hit = df.select(pl.col("line").gather(idx).str.contains(_CONTINUATION)).to_series()
+        cont = cont.scatter(idx.filter(hit), True)
+    return cont
+
+
 class LineParser:
     """Stateful only in the held-back tail record; everything else is a pure function of lines."""
 
@@ -99,9 +110,8 @@ class LineParser:
         df = split_prefix(df)
         df = _family(df)
         # record structure over all lines, so blanks and other families end a traceback
-        cont = ~pl.col("_pfx") & (pl.col("family") == "event") & pl.col("line").str.contains(_CONTINUATION)
         # a record is a line plus the continuation lines after it; any other line starts one
-        df = df.with_columns(_cont=cont).with_columns(
+        df = df.with_columns(_cont=_continuations(df)).with_columns(
             _rec=(~pl.col("_cont")).cum_sum(),
             # is this line's record headed by an event? (continuations of a batch line are orphans)
             _head_ev=pl.when(~pl.col("_cont")).then(pl.col("family").is_in(["event", "blank"])).forward_fill().fill_null(False),
