@@ -108,8 +108,7 @@ def _write(store: Store, parsed: Parsed, source: str, file_id: str, name: str, r
     for table, df in parsed.tables.items():
         if df.height == 0:
             continue
-        df = df.with_columns(source=pl.lit(source), file_id=pl.lit(file_id))
-        store.write(table, df, name=name)
+        store.write(table, df, name=name, constants={"source": source, "file_id": file_id})
         report.rows[table] = report.rows.get(table, 0) + df.height
     for k, v in parsed.unknown_keys.items():
         report.unknown_keys[k] = report.unknown_keys.get(k, 0) + v
