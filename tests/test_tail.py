@@ -235,10 +235,10 @@ def test_a_first_read_killed_before_its_commit_leaves_nothing_once_restarted(tmp
     f = Follower(log, st)
     real = st.write
 
-    def killed_at_commit(table, df, name=None):
+    def killed_at_commit(table, df, name=None, **kw):
         if table == "files":
             raise KeyboardInterrupt
-        return real(table, df, name=name)
+        return real(table, df, name=name, **kw)
 
     monkeypatch.setattr(st, "write", killed_at_commit)
     with pytest.raises(KeyboardInterrupt):
@@ -302,8 +302,8 @@ import os, signal, sys
 from loglens.store import Store
 n, text = sys.argv[1].split(":", 1)
 left, real = [int(n)], Store.write
-def write(self, table, df, name=None):
-    out = real(self, table, df, name=name)
+def write(self, table, df, name=None, **kw):
+    out = real(self, table, df, name=name, **kw)
     if text in (name or ""):
         left[0] -= 1
         if left[0] == 0:

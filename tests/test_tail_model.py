@@ -191,8 +191,8 @@ class TailModel(RuleBasedStateMachine):
         writes, committed = [0], [False]
         real = self.store.write
 
-        def write(table, df, name=None):
-            out = real(table, df, name=name)
+        def write(table, df, name=None, **kw):
+            out = real(table, df, name=name, **kw)
             writes[0] += 1
             if table == "files" and re.search(r"-read\d+$", name or ""):
                 committed[0] = True  # an ingest commit point (a merged `files` file is `-reads…`)
