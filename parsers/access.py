@@ -41,19 +41,23 @@ def _by_regex(df: pl.DataFrame) -> pl.DataFrame:
     ).drop("_g")
 
 
-def _lookup(keys: pl.Series, pattern: str, names: list[str]) -> dict[str, pl.Series]:
+def _lookup(keys: pl.Series, pattern: str, names: list[str], ints: tuple[str, ...] = ()) -> list[pl.Series]:
     """The groups of `pattern` in each key (null where it does not match), matched once per
     distinct key: each key's row of the small table is its code as an enum of the distinct keys
-    (cheaper than a join)."""
+    (cheaper than a join).  The groups named in `ints` are cast to Int32 (in the small table)."""
     distinct = keys.drop_nulls().unique()
     groups = distinct.str.extract_groups(pattern).struct.unnest()
     codes = keys.cast(pl.Enum(distinct)).to_physical()
-    return {name: groups.get_column(str(i + 1)).gather(codes) for i, name in enumerate(names)}
+    out = []
+    for i, name in enumerate(names):
+        col = groups.get_column(str(i + 1))
+        out.append((col.cast(pl.Int32, strict=False) if name in ints else col).gather(codes).alias(name))
+    return out
 
 
 def _by_split(df: pl.DataFrame) -> pl.DataFrame:
     """The fields of every row by one split at the first ` - "`, the port cut off the first
-    half, and each half's distinct values parsed by its part of `_ACCESS` (access lines repeat
+    half, and each half's distinct values matched by its part of `_ACCESS` (access lines repeat
     a few levels, addresses and requests; ports differ); `_ok` marks the rows parsed — the
     others go to the regex.
 
@@ -62,20 +66,21 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
     request is matched by `_REQUEST` alone; the port is the `:<ASCII digits>` ending `<who>`,
     the part `_ACCESS` takes as its port too.  Offsets are in bytes (`bin.*`) and fall on ASCII
     characters."""
-    halves = pl.col("msg").str.splitn(' - "', 2).struct.rename_fields(["_who", "_req"])
-    df = df.with_columns(_h=halves).unnest("_h")
-    who = pl.col("_who")
-    df = df.with_columns(_q=who.str.find(r":[0-9]+$"))  # the port's colon
-    q, raw = pl.col("_q"), who.cast(pl.Binary)
-    df = df.with_columns(_s=raw.bin.head(q).cast(pl.String), client_port=raw.bin.slice(q + 1).cast(pl.String).cast(pl.Int32, strict=False))
-    df = df.with_columns(
-        **_lookup(df.get_column("_s"), _WHO, ["level", "client_addr"]),
-        **_lookup(df.get_column("_req"), _REQUEST, ["method", "path", "http_version", "status", "status_text"]),
-    )
-    df = df.with_columns(status=pl.col("status").cast(pl.Int32, strict=False))
-    # a request that does not parse: a reject, left to the regex like any row not parsed here
-    ok = pl.col("level").is_not_null() & pl.col("status").is_not_null()
-    return df.with_columns(_ok=ok).drop("_who", "_req", "_q", "_s")
+    msg = df.get_column("msg")
+    # a compact copy first: the messages' bytes lie scattered over the buffers of the whole
+    # chunk, and a plain copy reads them far more cheaply than the split does (a message that
+    # starts with NUL, which no access line does, is changed by it: left to the regex)
+    compact = msg.str.strip_chars_start("\x00")
+    halves = compact.str.splitn(' - "', 2)
+    who, req = halves.struct.field("field_0"), halves.struct.field("field_1")
+    q = who.str.find(r":[0-9]+$")  # the port's colon
+    raw = who.cast(pl.Binary)
+    port = raw.bin.slice(q + 1).cast(pl.String).cast(pl.Int32, strict=False).alias("client_port")
+    level, addr = _lookup(raw.bin.head(q).cast(pl.String), _WHO, ["level", "client_addr"])
+    method, path, version, status, text = _lookup(req, _REQUEST, ["method", "path", "http_version", "status", "status_text"], ints=("status",))
+    # a request that does not parse makes a reject: left to the regex, like every row not parsed here
+    ok = level.is_not_null() & status.is_not_null() & (compact.str.len_bytes() == msg.str.len_bytes())
+    return df.with_columns(level, method, path, text, addr, port, version, status, ok.fill_null(False).alias("_ok"))
 
 
 def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -12,7 +12,7 @@ from loglens.parsers.access import _FIELDS, _ORDER, _REASON, _by_regex, _by_spli
 
 # characters that make a piece odd: whitespace other than a space (\s is Unicode-aware in the
 # grammar), non-ASCII letters and digits (\d is too), quotes, colons, separators' parts
-_ODD = "aZ09.:/-\" \t\u00a0\u2028\x0b\r\né٣%[]?=&_"
+_ODD = "aZ09.:/-\" \t\u00a0\u2028\x0b\r\n\x00é٣%[]?=&_"
 _odd = st.text(alphabet=_ODD, max_size=8)
 
 _LEVELS = ["INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "TRACE"]
@@ -101,6 +101,7 @@ def test_edge_frames():
     _assert_same([])
     _assert_same([None, 'INFO:     ::1:33670 - "POST /generate HTTP/1.1" 200 OK', None])
     _assert_same(['INFO:     1.2.3.4:99999999999 - "GET / HTTP/1.1" 200 OK', 'INFO:     ::1 - "GET / HTTP/1.0" 200'])
+    _assert_same(['\x00INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK', 'INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK\x00'])
 
 
 @settings(max_examples=40, deadline=None)
