@@ -55,13 +55,13 @@ def _lookup(keys: pl.Series, pattern: str, names: list[str], ints: tuple[str, ..
     return out
 
 
-def _by_split(df: pl.DataFrame) -> pl.DataFrame:
-    """The fields of every row by one split at the first ` - "`, the port cut off the first
-    half, and each half's distinct values matched by its part of `_ACCESS` (access lines repeat
-    a few levels, addresses and requests; ports differ); `_ok` marks the rows parsed — the
-    others go to the regex.
+def _split_fields(df: pl.DataFrame) -> tuple[list[pl.Series], pl.Series]:
+    """The fields of every row (in output order) by one split at the first ` - "`, the port cut
+    off the first half, and each half's distinct values matched by its part of `_ACCESS` (access
+    lines repeat a few levels, addresses and requests; ports differ); and which rows that parsed
+    — the others are for the regex.
 
-    Exact wherever `_ok` holds: the message is `<who> - "<request>` with `<who>` free of
+    Exact wherever it parses: the message is `<who> - "<request>` with `<who>` free of
     whitespace (`_WHO` checks it), so `_ACCESS`'s address token ends at the split point and the
     request is matched by `_REQUEST` alone; the port is the `:<ASCII digits>` ending `<who>`,
     the part `_ACCESS` takes as its port too.  Offsets are in bytes (`bin.*`) and fall on ASCII
@@ -71,8 +71,7 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
     # chunk, and a plain copy reads them far more cheaply than the split does (a message that
     # starts with NUL, which no access line does, is changed by it: left to the regex)
     compact = msg.str.strip_chars_start("\x00")
-    halves = compact.str.splitn(' - "', 2)
-    who, req = halves.struct.field("field_0"), halves.struct.field("field_1")
+    who, req = compact.str.splitn(' - "', 2).struct.unnest().get_columns()
     q = who.str.find(r":[0-9]+$")  # the port's colon
     raw = who.cast(pl.Binary)
     port = raw.bin.slice(q + 1).cast(pl.String).cast(pl.Int32, strict=False).alias("client_port")
@@ -80,22 +79,25 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
     method, path, version, status, text = _lookup(req, _REQUEST, ["method", "path", "http_version", "status", "status_text"], ints=("status",))
     # a request that does not parse makes a reject: left to the regex, like every row not parsed here
     ok = level.is_not_null() & status.is_not_null() & (compact.str.len_bytes() == msg.str.len_bytes())
-    return df.with_columns(level, method, path, text, addr, port, version, status, ok.fill_null(False).alias("_ok"))
+    return [level, method, path, text, addr, port, version, status], ok.fill_null(False).alias("_ok")
+
+
+def _by_split(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with the fields by `_split_fields`; `_ok` marks the rows that parsed."""
+    fields, ok = _split_fields(df)
+    return df.with_columns(*fields, ok)
 
 
 def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rows whose `msg` looks like an access line → (http rows, rejects), both in input order."""
-    split = _by_split(df)
-    ok = pl.col("_ok")
-    if split.select(ok.all()).item():
-        out = split
-    else:
-        split = split.with_row_index("_i")
-        slow = _by_regex(split.filter(~ok).drop(_FIELDS))
-        out = pl.concat([split.filter(ok), slow], how="diagonal_relaxed").sort("_i")
+    fields, ok = _split_fields(df)
+    keep = [c for c in df.columns if c not in ("line", "msg", "family", "byte_off", *_FIELDS) and not c.startswith("_")]
+    if ok.all():  # the common case: every row parsed (so none is a reject)
+        rejects = pl.DataFrame(schema={"line_no": df.schema["line_no"], "raw": df.schema["line"], "reason": pl.String})
+        return df[keep].hstack(fields), rejects
+    split = df.with_columns(*fields, ok).with_row_index("_i")
+    slow = _by_regex(split.filter(~pl.col("_ok")).drop(_FIELDS))
+    out = pl.concat([split.filter(pl.col("_ok")), slow], how="diagonal_relaxed").sort("_i")
     status = pl.col("status")
-    bad = out.filter(status.is_null()) if out.get_column("status").null_count() else out.clear()
-    rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"))
-    good = out.filter(status.is_not_null()) if bad.height else out
-    drop = {"line", "msg", "family", "byte_off", *_FIELDS}
-    return good.select(*(c for c in good.columns if c not in drop and not c.startswith("_")), *_ORDER), rejects
+    rejects = out.filter(status.is_null()).select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"))
+    return out.filter(status.is_not_null()).select(*keep, *_ORDER), rejects
