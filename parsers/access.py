@@ -44,14 +44,18 @@ def _by_regex(df: pl.DataFrame) -> pl.DataFrame:
 def _lookup(keys: pl.Series, pattern: str, names: list[str], ints: tuple[str, ...] = ()) -> list[pl.Series]:
     """The groups of `pattern` in each key (null where it does not match), matched once per
     distinct key: each key's row of the small table is its code as an enum of the distinct keys
-    (cheaper than a join).  The groups named in `ints` are cast to Int32 (in the small table)."""
+    (cheaper than a join).  The groups named in `ints` are cast to Int32 (in the small table).
+    Mostly distinct keys are matched one by one (the table would be as large as the keys)."""
     distinct = keys.drop_nulls().unique()
-    groups = distinct.str.extract_groups(pattern).struct.unnest()
-    codes = keys.cast(pl.Enum(distinct)).to_physical()
+    if len(distinct) > len(keys) // 2:  # mostly distinct keys (a path per request, say): match each
+        groups, codes = keys.str.extract_groups(pattern).struct.unnest(), None
+    else:
+        groups, codes = distinct.str.extract_groups(pattern).struct.unnest(), keys.cast(pl.Enum(distinct)).to_physical()
     out = []
     for i, name in enumerate(names):
         col = groups.get_column(str(i + 1))
-        out.append((col.cast(pl.Int32, strict=False) if name in ints else col).gather(codes).alias(name))
+        col = col.cast(pl.Int32, strict=False) if name in ints else col
+        out.append((col if codes is None else col.gather(codes)).alias(name))
     return out
 
 

@@ -95,6 +95,9 @@ def _assert_same(msgs: list[str | None]) -> None:
 @example(['INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK\nzz', 'INFO:     1.2.3.4:5 - "GET /ge', "INFO:     1.2.3.4:5"])
 def test_parse_access_is_the_reference_grammar_row_for_row(msgs):
     _assert_same(msgs)
+    # repeated lines: the distinct values are matched once and mapped back (mostly distinct
+    # ones are matched row by row)
+    _assert_same(msgs * 3)
 
 
 def test_edge_frames():
