@@ -99,9 +99,9 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if ok.all():  # the common case: every row parsed (so none is a reject)
         rejects = pl.DataFrame(schema={"line_no": df.schema["line_no"], "raw": df.schema["line"], "reason": pl.String})
         return df[keep].hstack(fields), rejects
-    split = df.with_columns(*fields, ok).with_row_index("_i")
+    split = df.with_columns(*fields, ok).with_row_index("_access_row")
     slow = _by_regex(split.filter(~pl.col("_ok")).drop(_FIELDS))
-    out = pl.concat([split.filter(pl.col("_ok")), slow], how="diagonal_relaxed").sort("_i")
+    out = pl.concat([split.filter(pl.col("_ok")), slow], how="diagonal_relaxed").sort("_access_row")
     status = pl.col("status")
     rejects = out.filter(status.is_null()).select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"))
     return out.filter(status.is_not_null()).select(*keep, *_ORDER), rejects
