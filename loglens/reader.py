@@ -188,7 +188,7 @@ def may_hold(chunk, byte: bytes) -> bool:
     """False when the chunk holds no `byte` for sure (a memchr over the bytes object, or over the
     whole object a memoryview points into: a superset of the chunk)."""
     whole = chunk.obj if isinstance(chunk, memoryview) else chunk
-    return not isinstance(whole, bytes) or byte in whole
+    return not isinstance(whole, (bytes, bytearray)) or byte in whole
 
 
 def _may_hold_cr(chunk) -> bool:
@@ -241,14 +241,49 @@ class Chunk:
     lines: int = 0  # physical lines in data
 
 
-def _cut(data: bytes) -> tuple[int, bool]:
-    """Where to end a chunk: before the last `[`-prefixed line if one is near the end (then no
-    traceback can span the cut, and chunks parse independently), else after the last newline."""
-    window = max(0, len(data) - 4 * 1024 * 1024)
-    i = data.rfind(b"\n[", window)
+def _cut(data: bytes | bytearray, end: int | None = None) -> tuple[int, bool]:
+    """Where to end a chunk (of `data[:end]`): before the last `[`-prefixed line if one is near
+    the end (then no traceback can span the cut, and chunks parse independently), else after the
+    last newline."""
+    end = len(data) if end is None else end
+    window = max(0, end - 4 * 1024 * 1024)
+    i = data.rfind(b"\n[", window, end)
     if i >= 0:
         return i + 1, True
-    return data.rfind(b"\n") + 1, False
+    return data.rfind(b"\n", 0, end) + 1, False
+
+
+class _Buffers:
+    """Read buffers, filled again once nothing points into them any more.
+
+    A frame made from a chunk points into the chunk's buffer (see `lines_frame`), and CPython
+    counts such views: a bytearray with a live view cannot be resized.  So a buffer is only
+    refilled when every view of it — chunk, Arrow buffer, polars columns, output rows — is gone;
+    until then a new one is taken.  Fresh buffers of tens of MB are costly: each is a new
+    mapping whose pages the kernel zeroes on first touch (a third of an ingest's system time)."""
+
+    def __init__(self, keep: int = 6):
+        self.keep = keep
+        self.free_check: list[bytearray] = []
+
+    def get(self, size: int) -> bytearray:
+        for buf in self.free_check:
+            if len(buf) >= size and _unshared(buf):
+                return buf
+        buf = bytearray(size)
+        if len(self.free_check) < self.keep:
+            self.free_check.append(buf)
+        return buf
+
+
+def _unshared(buf: bytearray) -> bool:
+    """No view of `buf` is alive (resizing a bytearray with one raises BufferError)."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
 
 
 def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
@@ -258,28 +293,34 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
         return
     # a plain file is read again from where the previous chunk was cut (the few bytes after the
     # cut are read twice) and chunks are views of what was read: no bytes are copied
+    buffers = _Buffers()
     with open(path, "rb") as f:
         pos = start
         size = chunk_bytes
         while True:
             f.seek(pos)
-            data = f.read(size)
-            if not data:
+            buf = buffers.get(size)
+            with memoryview(buf) as into:
+                n = f.readinto(into[:size])
+            if not n:
                 return
-            last = len(data) < size
-            cut, clean = (data.rfind(b"\n") + 1, False) if last else _cut(data)
+            data = memoryview(buf)[:n]
+            last = n < size
+            cut, clean = (buf.rfind(b"\n", 0, n) + 1, False) if last else _cut(buf, n)
             if cut == 0 and not last:
+                data.release()
                 size *= 2  # a line longer than a chunk: read more of it
                 continue
             size = chunk_bytes
             if cut:
-                view = memoryview(data)[:cut]
+                view = data[:cut]
                 yield Chunk(view, pos, True, clean, _count_newlines(view))
                 pos += cut
             if last:
-                if cut < len(data):
-                    yield Chunk(memoryview(data)[cut:], pos, False, False, 1)
+                if cut < n:
+                    yield Chunk(data[cut:], pos, False, False, 1)
                 return
+            del data, view
 
 
 def _count_newlines(view) -> int:

@@ -105,3 +105,48 @@ def test_newline_positions_in_a_large_chunk(every, monkeypatch):
 def test_lines_frame_small_cases(data):
     check(data)
 
+
+
+def test_a_read_buffer_is_refilled_only_when_no_view_of_it_is_left():
+    buffers = reader._Buffers(keep=2)
+    first = buffers.get(64)
+    view = memoryview(first)[:10]
+    assert buffers.get(64) is not first  # a chunk still points into it
+    frame = reader.lines_frame(view, 1, 0)
+    del view
+    assert buffers.get(64) is not first  # the frame's column still points into it
+    del frame
+    assert buffers.get(64) is first
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from([
+    b"[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 27, #token: 5760, token usage: 0.02, cuda graph: False, gen throughput (token/s): 170.24, #queue-req: 0",
+    b'[2026-02-19 00:27:12] INFO:     127.0.0.1:33670 - "POST /generate HTTP/1.1" 200 OK',
+    b"[2026-02-19 00:27:13 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    b'  File "/x/scheduler.py", line 2620, in run_scheduler_process',
+    b"ValueError: boom",
+    b"",
+]), min_size=1, max_size=300), st.integers(200, 3000))
+def test_reused_read_buffers_give_the_same_store_as_one_read(tmp_path_factory, lines, chunk):
+    """Small chunks make the reader refill its buffers many times while workers still hold
+    frames of earlier ones: every table comes out as from a single read of the whole file."""
+    from loglens import ingest
+    from loglens.store import Store
+
+    tmp = tmp_path_factory.mktemp("reuse")
+    log = tmp / "x.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    stores = []
+    for size in (chunk, 1 << 20):
+        old = ingest.CHUNK_BYTES
+        ingest.CHUNK_BYTES = size
+        try:
+            store = Store(tmp / f"s{size}")
+            ingest.ingest_paths([log], store)
+        finally:
+            ingest.CHUNK_BYTES = old
+        stores.append(store)
+    for table in ("decode", "http", "events", "rejects"):
+        a, b = (s.read(table).drop("file_id").sort("line_no") for s in stores)
+        assert a.equals(b), table
