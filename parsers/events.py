@@ -133,40 +133,76 @@ def _literal(alt: str) -> str | None:
     return "".join(out)
 
 
-def _spell(alt: str) -> tuple[str, list[str] | None]:
-    """(literal prefix, every text `alt` can match if that is a short list of literals).
+_QUANTIFIERS = ("?", "*", "+", "{")
 
-    `alt` is read as characters (escaped punctuation allowed) and groups of literal
-    alternatives, a group maybe optional (`(draft )?`); the prefix stops at anything else (a
-    character under a quantifier is not part of it)."""
-    texts, prefix, fixed, i = [""], "", True, 0
+
+def _items(alt: str) -> list[tuple[str, object, bool]]:
+    """`alt` as a sequence of ("lit", character, optional), ("group", [literal options] or None,
+    optional) and ("other", None, False) for anything else (a class, `\b`, a repeated item…)."""
+    items: list[tuple[str, object, bool]] = []
+    i = 0
     while i < len(alt):
         c = alt[i]
         if c == "(":
             j = _group_end(alt, i)
             inner = alt[i + 1 : j]
             inner = inner[2:] if inner.startswith("?:") else inner
-            options = None if inner.startswith("?") else [_literal(x) for x in _alternatives(inner)]
-            optional = alt[j + 1 : j + 2] == "?"
-            if options is None or None in options or alt[j + 1 : j + 2] in ("*", "+", "{") or len(texts) * len(options) > 16:
-                return prefix, None
-            options = options + [""] if optional else options
-            texts = [t + o for t in texts for o in options]
-            fixed = False
-            i = j + 1 + optional
-            continue
-        if c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
-            ch, step = alt[i + 1], 2
-        elif c in _META:
-            return prefix, None
+            opts = None if inner.startswith("?") else [_literal(x) for x in _alternatives(inner)]
+            item: tuple[str, object, bool] = ("group", None if opts is None or None in opts else opts, False)
+            i = j + 1
+        elif c == "[":
+            j = i + 1 + (alt[i + 1 : i + 2] == "^")
+            j = alt.index("]", j + 1 if alt[j : j + 1] == "]" else j)  # a leading `]` is literal
+            while alt[j - 1] == "\\":
+                j = alt.index("]", j + 1)
+            item, i = ("other", None, False), j + 1
+        elif c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
+            item, i = ("lit", alt[i + 1], False), i + 2
+        elif c == "\\" or c in _META:
+            item, i = ("other", None, False), i + 1 + (c == "\\")
         else:
-            ch, step = c, 1
-        if alt[i + step : i + step + 1] in ("?", "*", "+", "{"):
-            return prefix, None
-        texts = [t + ch for t in texts]
-        prefix = prefix + ch if fixed else prefix
-        i += step
-    return prefix, texts
+            item, i = ("lit", c, False), i + 1
+        q = alt[i : i + 1]
+        if q in _QUANTIFIERS:
+            end = alt.index("}", i) + 1 if q == "{" else i + 1
+            end += alt[end : end + 1] == "?"  # a lazy quantifier
+            item = (item[0], item[1], True) if alt[i:end] == "?" and item[0] != "other" else ("other", None, False)
+            i = end
+        items.append(item)
+    return items
+
+
+def _starts(items: list[tuple[str, object, bool]]) -> tuple[list[str], bool]:
+    """The literal texts an anchored alternative can start with (as far as it is literal), and
+    whether those are all it can match."""
+    texts = [""]
+    for kind, val, optional in items:
+        if kind == "lit":
+            new = [t + val for t in texts]
+        elif kind == "group" and val is not None:
+            new = [t + o for t in texts for o in val]
+        else:
+            return texts, False
+        texts = new + (texts if optional else [])
+        if len(texts) > 16:
+            return [""], False
+    return texts, True
+
+
+def _needs(items: list[tuple[str, object, bool]]) -> list[str] | None:
+    """Literal texts one of which every match holds (the longest such run or group), if any."""
+    best, run = None, ""
+    for kind, val, optional in items + [("other", None, False)]:
+        if kind == "lit" and not optional:
+            run += val
+            continue
+        options = [run] if len(run) >= 2 else None
+        if kind == "group" and not optional and val is not None and min(map(len, val)) >= 2:
+            options = val if options is None or min(map(len, val)) > len(run) else options
+        if options and (best is None or min(map(len, options)) > min(map(len, best))):
+            best = options
+        run = ""
+    return best
 
 
 def _can_overlap(a: str, b: str) -> bool:
@@ -174,110 +210,133 @@ def _can_overlap(a: str, b: str) -> bool:
     return any(b.startswith(a[d:]) or a[d:].startswith(b) for d in range(1, len(a)))
 
 
-# How kinds are found cheaply: each kind's regex is cut into its alternatives, and most are
-# checked without a regex of their own.  Compiling a regex costs 20-200 µs and polars keeps only
-# ~32 per thread, shared by all of a feed's steps, so every regex used on every call counts; so
-# does every polars call (~20 µs).  Two passes over all messages:
-#  - floating literals (`is deprecated`): found at once by `str.extract_all` of their union;
-#  - anchored alternatives that start with 4+ literal characters (`^Cache (flushed
-#    successfully|not flushed)`, `^WARNING\b`): the first four characters of a message pick
-#    its candidate starts, then `starts_with`; a start that is the whole alternative decides;
-# then the regexes left (alternatives that are not just literals, e.g. `^\S*(Error|Exception)
-# \b[:(]`, `\d+%\|`, `^WARNING\b`) run together, only on the messages a lower kind has not
-# already claimed (and a screened one only when some message passed its screen).
-_LITERALS: dict[str, int] = {}  # floating literal → the first kind it belongs to
-_LITERAL_RX: list[str] = []  # their regexes, in KINDS order
-_STARTS: dict[str, list[int]] = {}  # anchored literal start → kinds of the alternatives it decides
-_SCREENED: dict[str, list[tuple[int, str]]] = {}  # literal start → (kind, regex) it screens for
-_UNSCREENED: list[tuple[int, str]] = []  # (kind, regex) tried on every message not yet claimed
+# How kinds are found cheaply.  Each kind's regex is cut into its alternatives and each
+# alternative gets *evidence* that two passes over the messages find at once (`str.extract`
+# and `str.extract_all` of one regex each): a literal it is (decides its kind), or a literal
+# every match of it holds (a screen: the kind's regex then runs on the messages that hold it,
+# if no lower kind is decided).  Anchored alternatives give the literal text they start with
+# (`^Cache (flushed successfully|not flushed)` is two literals, `^WARNING\b` screens with
+# `WARNING`), floating ones the literal they are or hold (`is deprecated`; `%|` in `\d+%\|`).
+# A compiled regex costs 20-200 µs and polars keeps only ~32 per thread, shared by all of a
+# feed's steps; so most calls use 4 regexes instead of one per kind and number.
+_NONE = 255  # no kind
+_MARKERS = {"elapsed": 30, "mem=": 31}  # bits for texts the numbers' regexes need (below)
+_ANCH: dict[str, list[int]] = {}  # anchored start → [kind it decides (or _NONE), screen bits]
+_FLOAT: dict[str, list[int]] = {}  # floating text → [kind it decides (or _NONE), screen bits]
+_UNSCREENED = 0  # bits of kinds with an alternative that has no evidence: tried everywhere
+
+
+def _evidence(table: dict[str, list[int]], text: str, kind: int, bits: int) -> None:
+    entry = table.setdefault(text, [_NONE, 0])
+    entry[0], entry[1] = min(entry[0], kind), entry[1] | bits
+
+
 for _k, (_, _rx) in enumerate(KINDS):
     for _alt in _alternatives(_rx):
+        _body = _alt[1:] if _alt.startswith("^") else _alt
+        _its = _items(_body)
         if _alt.startswith("^"):
-            _prefix, _texts = _spell(_alt[1:])
-            if _texts is not None and min(map(len, _texts)) >= 4:
+            _texts, _exact = _starts(_its)
+            if not _exact:  # a start that holds another start adds nothing
+                _texts = [t for t in _texts if not any(u != t and t.startswith(u) for u in _texts)]
+            if all(_texts):
                 for _t in _texts:
-                    _STARTS.setdefault(_t, []).append(_k)
-            elif len(_prefix) >= 4:
-                _SCREENED.setdefault(_prefix, []).append((_k, _alt))
-            else:
-                _UNSCREENED.append((_k, _alt))
-        elif _literal(_alt):
-            _LITERALS.setdefault(_literal(_alt), _k)
-            _LITERAL_RX.append(_alt)
-        else:
-            _UNSCREENED.append((_k, _alt))
-# `extract_all` reports non-overlapping matches, leftmost first; at one position the earliest
-# alternative (the lowest kind).  So every literal that occurs is reported (or one of a lower
-# kind at the same place) only if no literal can start inside another's occurrence.
-assert not any(_can_overlap(a, b) for a in _LITERALS for b in _LITERALS), "floating literals overlap"
-_LITERALS_RX = "|".join(_LITERAL_RX)
-_LITERAL_ENUM = pl.Enum(list(_LITERALS))
-_LITERAL_KIND = pl.Series(list(_LITERALS.values()), dtype=pl.UInt8)
-_NONE = 255  # no kind (yet)
-# starts by their first four characters (`head`); the j-th start of each head is tried in pass j
-_HEADS: dict[str, list[str]] = {}
-for _t in [*_STARTS, *_SCREENED]:
-    _HEADS.setdefault(_t[:4], []).append(_t)
-_HEAD_ENUM = pl.Enum(list(_HEADS))
-_HEAD_CODE = {head: i for i, head in enumerate(_HEADS)}
-_PASSES = [
-    (
-        pl.Series([ts[j] if j < len(ts) else None for ts in _HEADS.values()], dtype=pl.String),
-        # the kind a start decides (`_NONE`: none), the lowest kind it screens for
-        pl.Series([min(_STARTS.get(ts[j], [_NONE])) if j < len(ts) else _NONE for ts in _HEADS.values()], dtype=pl.UInt8),
-        pl.Series([min((k for k, _ in _SCREENED.get(ts[j], [])), default=_NONE) if j < len(ts) else _NONE for ts in _HEADS.values()], dtype=pl.UInt8),
+                    _evidence(_ANCH, _t, _k if _exact else _NONE, 0 if _exact else 1 << _k)
+                continue
+        elif _literal(_body):
+            _evidence(_FLOAT, _literal(_body), _k, 0)
+            continue
+        for _t in _needs(_its) or []:
+            _evidence(_FLOAT, _t, _NONE, 1 << _k)
+        _UNSCREENED |= 0 if _needs(_its) else 1 << _k
+for _t, _bit in _MARKERS.items():
+    _evidence(_FLOAT, _t, _NONE, 1 << _bit)
+# Where two texts match at one place, one is a prefix of the other; both regexes list longer
+# texts first (leftmost-first takes the first alternative that matches), so the longer is
+# reported and carries what its prefixes tell.
+for _table in (_ANCH, _FLOAT):
+    for _t, _entry in _table.items():
+        for _u, (_kind, _bits) in _table.items():
+            if _u != _t and _t.startswith(_u):
+                _entry[0], _entry[1] = min(_entry[0], _kind), _entry[1] | _bits
+
+
+def _covers(hider: list[int], hidden: list[int]) -> bool:
+    """Does evidence `hider` tell all that `hidden` would (for a message that holds both)?"""
+    kinds = [hidden[0]] * (hidden[0] != _NONE) + [k for k in range(len(KINDS)) if hidden[1] >> k & 1]
+    marks = hidden[1] & ~((1 << len(KINDS)) - 1)
+    return all(hider[0] <= k or hider[1] >> k & 1 for k in kinds) and marks & ~hider[1] == 0
+
+
+# `extract_all` reports non-overlapping matches: a text starting inside a reported one is not
+# reported, which is harmless only when the reported one covers it
+for _a, _ea in _FLOAT.items():
+    for _b, _eb in _FLOAT.items():
+        assert not _can_overlap(_a, _b) or _covers(_ea, _eb), f"{_a!r} can hide {_b!r}"
+assert len(KINDS) < min(_MARKERS.values())
+
+
+def _union(texts: list[str], anchored: bool) -> str:
+    escaped = ("".join("\\" + c if c in _META else c for c in t) for t in sorted(texts, key=len, reverse=True))
+    return ("^(?:" if anchored else "(?:") + "|".join(escaped) + ")"
+
+
+_ANCH_RX, _FLOAT_RX = _union(list(_ANCH), True), _union(list(_FLOAT), False)
+_ANCH_ENUM, _FLOAT_ENUM = pl.Enum(list(_ANCH)), pl.Enum(list(_FLOAT))
+_ANCH_KIND = pl.Series([e[0] for e in _ANCH.values()], dtype=pl.UInt8)
+_ANCH_BITS = pl.Series([e[1] for e in _ANCH.values()], dtype=pl.UInt32)
+_FLOAT_KIND = pl.Series([e[0] for e in _FLOAT.values()], dtype=pl.UInt8)
+_FLOAT_BITS = pl.Series([e[1] for e in _FLOAT.values()], dtype=pl.UInt32)
+#: screen bits of the kinds below a kind (by kind; `_NONE` and above: all kinds)
+_BELOW = pl.Series([(1 << min(k, len(KINDS))) - 1 for k in range(256)], dtype=pl.UInt32)
+
+
+def _kinds(msg: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(each message's kind code as `kind_codes` gives it, its marker bits)."""
+    if msg.len() == 0:
+        return pl.Series("kind", [], dtype=pl.UInt8), pl.Series("marks", [], dtype=pl.UInt8)
+    m, l, a = pl.col("m"), pl.col("l"), pl.col("a")
+    found = msg.to_frame("m").with_columns(l=m.str.extract_all(_FLOAT_RX), a=m.str.extract(_ANCH_RX, 0))
+    f = l.list.first().cast(_FLOAT_ENUM, strict=False).to_physical()
+    s = a.cast(_ANCH_ENUM, strict=False).to_physical()
+    found = found.with_columns(
+        best=pl.min_horizontal(pl.lit(_FLOAT_KIND).gather(f), pl.lit(_ANCH_KIND).gather(s)).fill_null(_NONE),
+        bits=pl.lit(_FLOAT_BITS).gather(f).fill_null(0) | pl.lit(_ANCH_BITS).gather(s).fill_null(0) | pl.lit(_UNSCREENED, pl.UInt32),
+        many=(l.list.len() > 1).fill_null(False),
     )
-    for j in range(max(map(len, _HEADS.values())))
-]
-_UNSCREENED_LOW = min((k for k, _ in _UNSCREENED), default=_NONE)
+    many = found.get_column("many")
+    if many.any():  # several floating texts: all of them count
+        kinds = dict(zip(_FLOAT, _FLOAT_KIND.to_list()))
+        bits = dict(zip(_FLOAT, _FLOAT_BITS.to_list()))
+        fixed = found.filter(many).select(
+            best=pl.min_horizontal(l.list.eval(pl.element().replace_strict(kinds, return_dtype=pl.UInt8)).list.min(), pl.lit(_ANCH_KIND).gather(s)).fill_null(_NONE),
+            bits=l.list.eval(pl.element().replace_strict(bits, return_dtype=pl.UInt32).bitwise_or()).list.first()
+            | pl.lit(_ANCH_BITS).gather(s).fill_null(0)
+            | pl.lit(_UNSCREENED, pl.UInt32),
+        )
+        at = many.arg_true()
+        found = found.with_columns(best=found.get_column("best").scatter(at, fixed.get_column("best")), bits=found.get_column("bits").scatter(at, fixed.get_column("bits")))
+    best = found.get_column("best")
+    # screened kinds below the decided one: their regexes, on the messages screened for them
+    pending = found.select(pl.col("bits") & pl.lit(_BELOW).gather(pl.col("best"))).to_series()
+    todo = pending != 0
+    if todo.any():
+        part = pl.DataFrame({"m": msg.filter(todo), "best": best.filter(todo), "p": pending.filter(todo)})
+        present = part.select(pl.col("p").bitwise_or()).item()
+        tests = [
+            pl.when((pl.col("p") & (1 << k) != 0) & m.str.contains(rx).fill_null(False)).then(pl.lit(k, pl.UInt8))
+            for k, (_, rx) in enumerate(KINDS)
+            if present >> k & 1
+        ]
+        best = best.scatter(todo.arg_true(), part.select(pl.min_horizontal(pl.col("best"), *tests)).to_series())
+    codes = best.zip_with(best != _NONE, pl.Series([_OTHER], dtype=pl.UInt8).new_from_index(0, best.len())).alias("kind")
+    return codes, (found.get_column("bits") // (1 << min(_MARKERS.values()))).cast(pl.UInt8).alias("marks")
 
 
 def kind_codes(msg: pl.Series) -> pl.Series:
     """Each message's kind as a code (a position in KIND_NAMES, UInt8), the same as
-    `kind_expr`: first match in KINDS order wins, `other` when none (or the message is null).
-
-    A message's kind is the lowest kind with an alternative that matches (see above)."""
-    if msg.len() == 0:
-        return pl.Series("kind", [], dtype=pl.UInt8)
-    m, h, l = pl.col("m"), pl.col("h"), pl.col("l")
-    df = msg.to_frame("m").with_columns(
-        l=m.str.extract_all(_LITERALS_RX),
-        h=m.str.slice(0, 4).cast(_HEAD_ENUM, strict=False).to_physical(),
-    )
-    hits = [m.str.starts_with(pl.lit(start).gather(h)).fill_null(False) for start, _, _ in _PASSES]
-    decided = pl.min_horizontal([pl.when(hit).then(pl.lit(kind).gather(h)) for hit, (_, kind, _) in zip(hits, _PASSES)])
-    screened = pl.min_horizontal([pl.when(hit).then(pl.lit(low).gather(h)) for hit, (_, _, low) in zip(hits, _PASSES)])
-    literal = pl.lit(_LITERAL_KIND).gather(l.list.first().cast(_LITERAL_ENUM, strict=False).to_physical())
-    df = df.with_columns(
-        best=pl.min_horizontal(literal, decided).fill_null(_NONE),
-        screened=screened.fill_null(_NONE),
-        many=(l.list.len() > 1).fill_null(False),
-    )
-    best = df.get_column("best")
-    many = df.get_column("many")
-    if many.any():  # several literals (often of one kind): their lowest kind
-        low = df.filter(many).select(
-            pl.min_horizontal(l.list.eval(pl.element().replace_strict(_LITERALS, return_dtype=pl.UInt8)).list.min(), decided)
-        )
-        best = best.scatter(many.arg_true(), low.to_series())
-    # the regexes left, on the messages they may still claim (a screened one only if screened)
-    screened = df.get_column("screened")
-    open_ = screened < best
-    tests = list(_UNSCREENED)
-    if open_.any():
-        heads = set(df.get_column("h").filter(open_).unique().to_list())
-        tests += [t for start, ts in _SCREENED.items() if _HEAD_CODE[start[:4]] in heads for t in ts]
-    tests.sort(key=lambda t: t[0])
-    if tests:
-        open_ = open_ | (best > tests[0][0])
-    if tests and open_.any():
-        b = pl.col("best")
-        expr = b
-        for kind, rx in reversed(tests):
-            expr = pl.when((b > kind) & m.str.contains(rx).fill_null(False)).then(pl.lit(kind, pl.UInt8)).otherwise(expr)
-        part = pl.DataFrame({"m": msg.filter(open_), "best": best.filter(open_)}).select(expr)
-        best = best.scatter(open_.arg_true(), part.to_series())
-    return best.zip_with(best != _NONE, pl.Series([_OTHER], dtype=pl.UInt8).new_from_index(0, best.len())).alias("kind")
+    `kind_expr`: first match in KINDS order wins, `other` when none (or the message is null)."""
+    return _kinds(msg)[0]
 
 
 def _num(msg: pl.Expr, rx: str, dtype) -> pl.Expr:
@@ -302,26 +361,70 @@ _KIND_NUMBERS: dict[str, dict[str, tuple[str, pl.DataType]]] = {
     "kv_cache": {"kv_tokens": (r"#tokens: (\d+)", pl.Int64)},
 }
 _ANY_NUMBERS: dict[str, tuple[str, pl.DataType]] = {
+    # each of these regexes needs a text in _MARKERS ("elapsed", "mem="), in that order
     "elapsed_s": (r"(?:elapsed[=:] ?|Time elapsed: )([\d.]+) ?s", pl.Float64),
     "avail_mem_gb": (r"avail(?:able_gpu)?[_ ]mem=([\d.]+) ?GB", pl.Float64),
 }
+# SGLang's retraction line, its four numbers with one regex, read from the first `#` on (which
+# must be `#retracted_reqs: `): with no `#` before them (and, without #new_tokens_gained, none
+# after either) each number's own regex finds the same text.  Other lines fall back to those.
+_RETRACTION = (
+    r"^#retracted_reqs: (?P<r>\d+), (?:#new_tokens_gained: (?P<g>\d+), #new_token_ratio: (?P<b1>[\d.]+) -> (?P<a1>[\d.]+)"
+    r"|#new_token_ratio: (?P<b2>[\d.]+) -> (?P<a2>[\d.]+)[^#]*$)"
+)
+
+
+def _retraction_numbers(msg: pl.Series) -> pl.DataFrame:
+    spec = _KIND_NUMBERS["retraction"]
+    m, g = pl.col("m"), pl.col("g")
+    at = m.str.find("#retracted_reqs: ", literal=True)
+    found = msg.to_frame("m").select(
+        # the first `#` starts `#retracted_reqs: ` (a byte offset; the slice counts characters)
+        g=pl.when((m.str.find("#", literal=True) == at) & (m.str.len_bytes() == m.str.len_chars())).then(m.str.slice(at).str.extract_groups(_RETRACTION))
+    )
+    got = found.select(
+        g.struct.field("r").cast(pl.Int64, strict=False).alias("retracted_reqs"),
+        g.struct.field("g").cast(pl.Int64, strict=False).alias("new_tokens_gained"),
+        pl.coalesce(g.struct.field("b1"), g.struct.field("b2")).cast(pl.Float64, strict=False).alias("new_token_ratio_before"),
+        pl.coalesce(g.struct.field("a1"), g.struct.field("a2")).cast(pl.Float64, strict=False).alias("new_token_ratio_after"),
+        g.struct.field("r").is_null().alias("miss"),
+    )
+    miss = got.get_column("miss")
+    if miss.any():
+        pos = miss.arg_true()
+        part = msg.filter(miss).to_frame("m").select(_num(m, rx, dtype).alias(name) for name, (rx, dtype) in spec.items())
+        got = got.with_columns(got.get_column(c).scatter(pos, part.get_column(c)) for c in spec)
+    return got
+
+
+def _numbers(message: pl.Series, codes: pl.Series, marks: pl.Series) -> list[pl.Series]:
+    """Typed numbers (null where absent): a kind's numbers on its rows only, the others on the
+    rows `marks` says may hold them (bit i: the i-th of _ANY_NUMBERS)."""
+    n, cols = message.len(), []
+    for kind, spec in _KIND_NUMBERS.items():
+        nulls = [pl.Series(name, [None], dtype=dtype).new_from_index(0, n) for name, (_, dtype) in spec.items()]
+        mine = codes == KIND_NAMES.index(kind)
+        if mine.any():
+            pos, part = mine.arg_true(), message.filter(mine)
+            if kind == "retraction":
+                values = _retraction_numbers(part)
+            else:
+                values = part.to_frame("m").select(_num(pl.col("m"), rx, dtype).alias(name) for name, (rx, dtype) in spec.items())
+            nulls = [s.scatter(pos, values.get_column(s.name)) for s in nulls]
+        cols += nulls
+    for i, (name, (rx, dtype)) in enumerate(_ANY_NUMBERS.items()):
+        col = pl.Series(name, [None], dtype=dtype).new_from_index(0, n)
+        maybe = (marks // (1 << i)) % 2 == 1
+        if maybe.any():
+            col = col.scatter(maybe.arg_true(), message.filter(maybe).to_frame("m").select(_num(pl.col("m"), rx, dtype)).to_series())
+        cols.append(col)
+    return cols
 
 
 def event_numbers(df: pl.DataFrame) -> pl.DataFrame:
-    """Typed numbers for the kinds that carry them (null elsewhere): each kind's regexes run on
-    that kind's rows only."""
-    msg, kind, n = df.get_column("message"), df.get_column("kind"), df.height
-    cols: list[pl.Series] = []
-    for k, spec in _KIND_NUMBERS.items():
-        mine = kind == k
-        nulls = [pl.Series(name, [None], dtype=dtype).new_from_index(0, n) for name, (_, dtype) in spec.items()]
-        if mine.any():
-            pos = mine.arg_true()
-            part = msg.filter(mine).to_frame("m").select(_num(pl.col("m"), rx, dtype).alias(name) for name, (rx, dtype) in spec.items())
-            nulls = [s.scatter(pos, part.get_column(s.name)) for s in nulls]
-        cols += nulls
-    cols += df.select(_num(pl.col("message"), rx, dtype).alias(name) for name, (rx, dtype) in _ANY_NUMBERS.items()).get_columns()
-    return df.with_columns(cols)
+    """Typed numbers for the kinds that carry them (null elsewhere), from `kind` and `message`."""
+    codes = df.get_column("kind").replace_strict(KIND_NAMES, list(range(len(KIND_NAMES))), return_dtype=pl.UInt8)
+    return df.with_columns(_numbers(df.get_column("message"), codes, pl.Series([3], dtype=pl.UInt8).new_from_index(0, df.height)))
 
 
 def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
@@ -343,8 +446,11 @@ def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
     # the first row of each `_rec` run (its kind decides whether continuation lines attach)
     need = ev.select(~cont | rec_start).to_series()
     codes = pl.Series("_kc", [None], dtype=pl.UInt8).new_from_index(0, n)
+    marks = pl.Series("_km", [None], dtype=pl.UInt8).new_from_index(0, n)
     if need.any():
-        codes = codes.scatter(need.arg_true(), kind_codes(ev.get_column("msg").filter(need)))
+        at = need.arg_true()
+        kinds, found = _kinds(ev.get_column("msg").filter(need))
+        codes, marks = codes.scatter(at, kinds), marks.scatter(at, found)
     head_error = pl.when(rec_start).then(pl.col("_kc") == _ERROR).forward_fill()
     cand_first = pl.when(rec_start).then(cont).forward_fill()
     attached = pl.col("_head_ev") & (head_error | cand_first)
@@ -354,18 +460,18 @@ def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
     tb_start = pl.col("line").str.starts_with("Traceback (most recent call last)")
     start = (~cont) | (~orphan & ~attached) | first_orphan | (orphan & tb_start)
     rid = (start | rec_start).cast(pl.Int64).cum_sum()
-    work = ev.with_columns(_kc=codes).with_columns(_rid=rid)
+    work = ev.with_columns(_kc=codes, _km=marks).with_columns(_rid=rid)
     # blank lines end records but make no rows: the first and last *event* row of each record
     is_event = pl.col("family") == "event"
     ev_rid = pl.when(is_event).then(pl.col("_rid"))
     first = is_event & (pl.col("_rid") != ev_rid.forward_fill().shift(1)).fill_null(True)
     last = is_event & (pl.col("_rid") != ev_rid.backward_fill().shift(-1)).fill_null(True)
-    marks = work.select(_first=first, _last=last, _multi=is_event & ~(first & last))
-    first, last, multi = marks.get_columns()
+    first, last, multi = work.select(_first=first, _last=last, _multi=is_event & ~(first & last)).get_columns()
     heads = work.filter(first)
     line_end = work.get_column("line_no").filter(last)
     msg = heads.get_column("msg")
     message = msg
+    codes, marks = heads.get_column("_kc"), heads.get_column("_km")
     if multi.any():
         # a record of several lines: the first line's message, then the other lines whole
         text = pl.when(pl.col("_first")).then(pl.col("msg")).otherwise(pl.col("line"))
@@ -373,15 +479,19 @@ def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
             work.hstack([first]).filter(multi).select("_rid", _text=text)
             .group_by("_rid", maintain_order=True).agg(pl.col("_text").str.join("\n"))
         )
-        message = msg.clone().scatter((first & ~last).filter(first).arg_true(), joined.get_column("_text"))
-    codes = heads.get_column("_kc")
+        several = (first & ~last).filter(first).arg_true()
+        message = msg.clone().scatter(several, joined.get_column("_text"))
     missing = codes.is_null()
     if missing.any():  # a continuation line that starts a record (its own message decides)
-        codes = codes.scatter(missing.arg_true(), kind_codes(msg.filter(missing)))
+        at = missing.arg_true()
+        kinds, found = _kinds(msg.filter(missing))
+        codes, marks = codes.scatter(at, kinds), marks.scatter(at, found)
+    if multi.any():  # numbers may be on any line of a record, and only the first was screened
+        marks = marks.clone().scatter(several, 0xFF)
     # a record that starts with a bare continuation line (after a blank, say) is traceback text
     tb = ((codes == _OTHER) & heads.get_column("_cont")).arg_true()
     if tb.len():
         codes = codes.scatter(tb, _TRACEBACK)
     out = heads.with_columns(kind=pl.Series(KIND_NAMES).gather(codes)).with_columns(line_end=line_end, message=message)
-    out = event_numbers(out)
+    out = out.with_columns(_numbers(message, codes, marks))
     return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
