@@ -208,6 +208,20 @@ messages = st.one_of(
     st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=8)), min_size=1, max_size=6).map(" ".join),
     st.text(max_size=40),
 ).map(lambda s: s.replace("\n", " ").replace("\r", " "))
+# retraction lines: the usual layouts (numbers any width, Unicode digits) and scrambled ones
+_number = st.one_of(st.integers(0, 10**12).map(str), st.floats(0, 100, allow_nan=False).map(lambda x: f"{x:.4f}"), st.sampled_from(["٣", "1.2.3", ".", "", "-1", "+2", "0x1"]))
+retraction_msgs = st.one_of(
+    st.tuples(st.sampled_from(["KV cache pool is full. Retract requests. ", "Decode out of memory happened. ", "Retract requests #x ", "Retract requests #new_tokens_gained: 1 ", "#new_token_ratio: 2 -> 3 Retract requests "]),
+        _number, st.booleans(), _number, _number, _number,
+        st.sampled_from(["", " tail", " #more", " #retracted_reqs: 9", " #new_tokens_gained: 3", " #new_token_ratio: 4 -> 5"]),).map(
+        lambda t: f"{t[0]}#retracted_reqs: {t[1]}, " + (f"#new_tokens_gained: {t[3]}, " if t[2] else "") + f"#new_token_ratio: {t[4]} -> {t[5]}{t[6]}"
+    ),
+    st.tuples(
+        st.sampled_from(["Retract requests. ", "Decode out of memory happened. ", "Testing retraction é ", "#Retract requests "]),
+        st.lists(st.one_of(st.sampled_from(["#retracted_reqs: ", "#new_tokens_gained: ", "#new_token_ratio: ", ", ", " -> ", "#", " ", "é"]), _number), max_size=12),
+    ).map(lambda t: t[0] + "".join(t[1])),
+)
+messages = st.one_of(messages, retraction_msgs)
 lines = st.one_of(
     messages.map(lambda m: f"[2026-02-19 00:27:16 TP0] {m}"),
     messages,
