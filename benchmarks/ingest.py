@@ -10,8 +10,10 @@ each repetition runs every (size, tool) pair once, round-robin, with the tool or
 between repetitions, and medians over repetitions are reported.  Each tool runs as a child
 process (through a tiny launcher, see LAUNCHER); wall time is measured around it, CPU time
 (user+sys) comes from `os.wait4`, i.e. the child and any process it waited for, and peak
-memory is the larger of the biggest process's peak RSS (`ru_maxrss`) and the peak of the PSS
-summed over the whole process tree (sampled every 50 ms, so worker processes add up).  Logs are generated once and cached
+memory is the larger of the biggest process's peak RSS (`ru_maxrss`) and the peak of the RSS
+summed over the whole process tree (sampled every 50 ms from /proc/PID/status, so worker
+processes add up; PSS from smaps_rollup was tried and dropped: reading it walks the page tables
+under the process's memory lock, which slowed a 2-core tool by 10-15 %).  Logs are generated once and cached
 under benchmarks/data/ (git-ignored), and read once before timing so every tool starts from
 the page cache.
 
@@ -131,26 +133,30 @@ LAUNCHER = r"""
 import os, sys, threading, time
 result, cmd = sys.argv[1], sys.argv[2:]
 
-def tree_pss_kib(root):
-    # PSS summed over the tool and every process under it (worker processes included; shared
-    # pages are split among the processes sharing them, so nothing is counted twice)
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
+def children(pid):
+    kids = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+def tree_rss_kib(root):
+    # resident memory summed over the tool and every process under it (worker processes
+    # included).  From /proc/PID/status, which reads counters: smaps_rollup (PSS) walks every
+    # page table under the process's memory lock, and sampling it every 50 ms slowed a 2-core
+    # tool by 10-15 %.  A sum of RSS counts shared pages once per process: an upper bound.
     total, stack = 0, [root]
     while stack:
         p = stack.pop()
         try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
         except (OSError, StopIteration, ValueError):
             pass
-        stack.extend(kids.get(p, []))
+        stack.extend(children(p))
     return total
 
 t0 = time.perf_counter()
@@ -162,7 +168,7 @@ except OSError as e:
 peak, done = [0], threading.Event()
 def sample():
     while not done.is_set():
-        peak[0] = max(peak[0], tree_pss_kib(pid))
+        peak[0] = max(peak[0], tree_rss_kib(pid))
         done.wait(0.05)
 sampler = threading.Thread(target=sample, daemon=True)
 sampler.start()
