@@ -4,11 +4,14 @@ Kinds are decided by content (SGLang's format has no level field, so a warning l
 info line).  Multi-line records (tracebacks) are grouped here too, and `event_rows` turns
 event lines into one row per record.
 
-Cost: only ~5 % of a log's lines are events, so this must stay cheap per call as well as per
-row.  Kinds are computed only where a record starts (`kind_codes`, a cascade that runs each
-regex on the rows no earlier kind has claimed), records are contiguous runs of rows (shifts
-and forward fills, no group_by except to join a traceback's lines), and the numbers are
-extracted only from the rows of the kinds that carry them.
+Cost: only ~5 % of a log's lines are events, so this must stay cheap per call (each polars
+call costs ~20 µs, each regex compiled anew 20-200 µs: polars keeps ~32 per thread, shared by
+all of a feed's steps) as well as per row (reading a message costs more than testing it).
+`KINDS` and `kind_expr` define the kinds; `kind_codes` computes the same from two passes over
+the messages that need a kind (record starts), then the few regexes left on the few messages
+that still need them.  Records are contiguous runs of rows (shifts and forward fills, a
+group_by only to join a traceback's lines), and numbers are read only from the rows that can
+hold them.
 """
 
 from __future__ import annotations
@@ -217,13 +220,14 @@ def _can_overlap(a: str, b: str) -> bool:
 # if no lower kind is decided).  Anchored alternatives give the literal text they start with
 # (`^Cache (flushed successfully|not flushed)` is two literals, `^WARNING\b` screens with
 # `WARNING`), floating ones the literal they are or hold (`is deprecated`; `%|` in `\d+%\|`).
-# A compiled regex costs 20-200 µs and polars keeps only ~32 per thread, shared by all of a
-# feed's steps; so most calls use 4 regexes instead of one per kind and number.
+# So most calls use a handful of regexes rather than one per kind and number.
 _NONE = 255  # no kind
 _MARKERS = {"elapsed": 30, "mem=": 31}  # bits for texts the numbers' regexes need (below)
 _ANCH: dict[str, list[int]] = {}  # anchored start → [kind it decides (or _NONE), screen bits]
 _FLOAT: dict[str, list[int]] = {}  # floating text → [kind it decides (or _NONE), screen bits]
 _UNSCREENED = 0  # bits of kinds with an alternative that has no evidence: tried everywhere
+_CONFIRM: list[list[str]] = [[] for _ in KINDS]  # per kind, the alternatives a screen confirms
+_SOURCE: dict[str, list[tuple[int, str]]] = {}  # floating literal → (kind, alternative) it is
 
 
 def _evidence(table: dict[str, list[int]], text: str, kind: int, bits: int) -> None:
@@ -242,10 +246,13 @@ for _k, (_, _rx) in enumerate(KINDS):
             if all(_texts):
                 for _t in _texts:
                     _evidence(_ANCH, _t, _k if _exact else _NONE, 0 if _exact else 1 << _k)
+                _CONFIRM[_k] += [] if _exact else [_alt]
                 continue
         elif _literal(_body):
             _evidence(_FLOAT, _literal(_body), _k, 0)
+            _SOURCE.setdefault(_literal(_body), []).append((_k, _alt))
             continue
+        _CONFIRM[_k].append(_alt)
         for _t in _needs(_its) or []:
             _evidence(_FLOAT, _t, _NONE, 1 << _k)
         _UNSCREENED |= 0 if _needs(_its) else 1 << _k
@@ -269,11 +276,24 @@ def _covers(hider: list[int], hidden: list[int]) -> bool:
 
 
 # `extract_all` reports non-overlapping matches: a text starting inside a reported one is not
-# reported, which is harmless only when the reported one covers it
+# reported, which is harmless only when the reported one covers it (when it covers a literal's
+# kind by a screen only, that screen's regex must find the literal too)
 for _a, _ea in _FLOAT.items():
     for _b, _eb in _FLOAT.items():
-        assert not _can_overlap(_a, _b) or _covers(_ea, _eb), f"{_a!r} can hide {_b!r}"
+        if _can_overlap(_a, _b):
+            assert _covers(_ea, _eb), f"{_a!r} can hide {_b!r}"
+            for _k, _alt in _SOURCE.get(_b, []):
+                if _ea[0] > _k:  # covered by a screen for its kind
+                    _CONFIRM[_k].append(_alt)
 assert len(KINDS) < min(_MARKERS.values())
+
+
+def _confirm(alts: list[str]) -> pl.Expr:
+    """Does one of `alts` match column `m`?  Anchored and floating ones in separate regexes
+    (floating pieces in one regex make the anchored ones scan the whole message)."""
+    anchored, floating = [a[1:] for a in alts if a.startswith("^")], [a for a in alts if not a.startswith("^")]
+    tests = ([pl.col("m").str.contains("^(?:" + "|".join(anchored) + ")")] if anchored else []) + ([pl.col("m").str.contains("|".join(floating))] if floating else [])
+    return pl.any_horizontal(tests).fill_null(False)
 
 
 def _union(texts: list[str], anchored: bool) -> str:
@@ -297,8 +317,11 @@ def _kinds(msg: pl.Series) -> tuple[pl.Series, pl.Series]:
         return pl.Series("kind", [], dtype=pl.UInt8), pl.Series("marks", [], dtype=pl.UInt8)
     m, l, a = pl.col("m"), pl.col("l"), pl.col("a")
     found = msg.to_frame("m").with_columns(l=m.str.extract_all(_FLOAT_RX), a=m.str.extract(_ANCH_RX, 0))
-    f = l.list.first().cast(_FLOAT_ENUM, strict=False).to_physical()
-    s = a.cast(_ANCH_ENUM, strict=False).to_physical()
+    found = found.with_columns(
+        f=l.list.first().cast(_FLOAT_ENUM, strict=False).to_physical(),  # which text: a code
+        s=a.cast(_ANCH_ENUM, strict=False).to_physical(),
+    )
+    f, s = pl.col("f"), pl.col("s")
     found = found.with_columns(
         best=pl.min_horizontal(pl.lit(_FLOAT_KIND).gather(f), pl.lit(_ANCH_KIND).gather(s)).fill_null(_NONE),
         bits=pl.lit(_FLOAT_BITS).gather(f).fill_null(0) | pl.lit(_ANCH_BITS).gather(s).fill_null(0) | pl.lit(_UNSCREENED, pl.UInt32),
@@ -306,13 +329,11 @@ def _kinds(msg: pl.Series) -> tuple[pl.Series, pl.Series]:
     )
     many = found.get_column("many")
     if many.any():  # several floating texts: all of them count
-        kinds = dict(zip(_FLOAT, _FLOAT_KIND.to_list()))
-        bits = dict(zip(_FLOAT, _FLOAT_BITS.to_list()))
-        fixed = found.filter(many).select(
-            best=pl.min_horizontal(l.list.eval(pl.element().replace_strict(kinds, return_dtype=pl.UInt8)).list.min(), pl.lit(_ANCH_KIND).gather(s)).fill_null(_NONE),
-            bits=l.list.eval(pl.element().replace_strict(bits, return_dtype=pl.UInt32).bitwise_or()).list.first()
-            | pl.lit(_ANCH_BITS).gather(s).fill_null(0)
-            | pl.lit(_UNSCREENED, pl.UInt32),
+        part = pl.DataFrame({"l": found.get_column("l").filter(many), "best": found.get_column("best").filter(many), "bits": found.get_column("bits").filter(many)})
+        texts = [l.list.get(i, null_on_oob=True).cast(_FLOAT_ENUM, strict=False).to_physical() for i in range(1, part.get_column("l").list.len().max())]
+        fixed = part.select(
+            best=pl.min_horizontal(pl.col("best"), *(pl.lit(_FLOAT_KIND).gather(t) for t in texts)),
+            bits=pl.reduce(lambda x, y: x | y, [pl.col("bits"), *(pl.lit(_FLOAT_BITS).gather(t).fill_null(0) for t in texts)]),
         )
         at = many.arg_true()
         found = found.with_columns(best=found.get_column("best").scatter(at, fixed.get_column("best")), bits=found.get_column("bits").scatter(at, fixed.get_column("bits")))
@@ -323,11 +344,7 @@ def _kinds(msg: pl.Series) -> tuple[pl.Series, pl.Series]:
     if todo.any():
         part = pl.DataFrame({"m": msg.filter(todo), "best": best.filter(todo), "p": pending.filter(todo)})
         present = part.select(pl.col("p").bitwise_or()).item()
-        tests = [
-            pl.when((pl.col("p") & (1 << k) != 0) & m.str.contains(rx).fill_null(False)).then(pl.lit(k, pl.UInt8))
-            for k, (_, rx) in enumerate(KINDS)
-            if present >> k & 1
-        ]
+        tests = [pl.when((pl.col("p") & (1 << k) != 0) & _confirm(_CONFIRM[k])).then(pl.lit(k, pl.UInt8)) for k in range(len(KINDS)) if present >> k & 1]
         best = best.scatter(todo.arg_true(), part.select(pl.min_horizontal(pl.col("best"), *tests)).to_series())
     codes = best.zip_with(best != _NONE, pl.Series([_OTHER], dtype=pl.UInt8).new_from_index(0, best.len())).alias("kind")
     return codes, (found.get_column("bits") // (1 << min(_MARKERS.values()))).cast(pl.UInt8).alias("marks")
@@ -444,54 +461,55 @@ def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
     rec_start = (rec != rec.shift(1)).fill_null(True)
     # a kind matters only where a record may start: every line that is not a continuation, and
     # the first row of each `_rec` run (its kind decides whether continuation lines attach)
-    need = ev.select(~cont | rec_start).to_series()
+    rs, orphan, need = ev.select(rec_start.alias("rs"), (cont & ~pl.col("_head_ev")).alias("o"), (~cont | rec_start).alias("n")).get_columns()
     codes = pl.Series("_kc", [None], dtype=pl.UInt8).new_from_index(0, n)
     marks = pl.Series("_km", [None], dtype=pl.UInt8).new_from_index(0, n)
     if need.any():
         at = need.arg_true()
         kinds, found = _kinds(ev.get_column("msg").filter(need))
         codes, marks = codes.scatter(at, kinds), marks.scatter(at, found)
-    head_error = pl.when(rec_start).then(pl.col("_kc") == _ERROR).forward_fill()
+    rec_start, orphan = pl.lit(rs), pl.lit(orphan)
+    head_error = pl.when(rec_start).then(pl.lit(codes) == _ERROR).forward_fill()
     cand_first = pl.when(rec_start).then(cont).forward_fill()
     attached = pl.col("_head_ev") & (head_error | cand_first)
-    orphan = cont & ~pl.col("_head_ev")
     prev_orphan = pl.when(rec_start).then(pl.lit(False)).otherwise(orphan.shift(1)).fill_null(False)
     first_orphan = orphan & ~prev_orphan
     tb_start = pl.col("line").str.starts_with("Traceback (most recent call last)")
     start = (~cont) | (~orphan & ~attached) | first_orphan | (orphan & tb_start)
-    rid = (start | rec_start).cast(pl.Int64).cum_sum()
-    work = ev.with_columns(_kc=codes, _km=marks).with_columns(_rid=rid)
+    rid = ev.select((start | rec_start).cast(pl.Int64).cum_sum().alias("_rid")).to_series()
     # blank lines end records but make no rows: the first and last *event* row of each record
     is_event = pl.col("family") == "event"
-    ev_rid = pl.when(is_event).then(pl.col("_rid"))
-    first = is_event & (pl.col("_rid") != ev_rid.forward_fill().shift(1)).fill_null(True)
-    last = is_event & (pl.col("_rid") != ev_rid.backward_fill().shift(-1)).fill_null(True)
-    first, last, multi = work.select(_first=first, _last=last, _multi=is_event & ~(first & last)).get_columns()
-    heads = work.filter(first)
-    line_end = work.get_column("line_no").filter(last)
+    r = pl.col("_rid")
+    ev_rid = pl.when(is_event).then(r)
+    first = is_event & (r != ev_rid.forward_fill().shift(1)).fill_null(True)
+    last = is_event & (r != ev_rid.backward_fill().shift(-1)).fill_null(True)
+    fam = pl.DataFrame({"family": ev.get_column("family"), "_rid": rid})
+    first, last, multi = fam.select(first.alias("f"), last.alias("l"), (is_event & ~(first & last)).alias("m")).get_columns()
+    heads = ev.filter(first)
+    line_end = ev.get_column("line_no").filter(last)
     msg = heads.get_column("msg")
     message = msg
-    codes, marks = heads.get_column("_kc"), heads.get_column("_km")
+    codes, marks = codes.filter(first), marks.filter(first)
     if multi.any():
         # a record of several lines: the first line's message, then the other lines whole
-        text = pl.when(pl.col("_first")).then(pl.col("msg")).otherwise(pl.col("line"))
-        joined = (
-            work.hstack([first]).filter(multi).select("_rid", _text=text)
-            .group_by("_rid", maintain_order=True).agg(pl.col("_text").str.join("\n"))
-        )
+        text = ev.get_column("msg").filter(multi).zip_with(first.filter(multi), ev.get_column("line").filter(multi))
+        joined = pl.DataFrame({"r": rid.filter(multi), "t": text}).group_by("r", maintain_order=True).agg(pl.col("t").str.join("\n"))
         several = (first & ~last).filter(first).arg_true()
-        message = msg.clone().scatter(several, joined.get_column("_text"))
+        message = msg.clone().scatter(several, joined.get_column("t"))
     missing = codes.is_null()
     if missing.any():  # a continuation line that starts a record (its own message decides)
         at = missing.arg_true()
         kinds, found = _kinds(msg.filter(missing))
         codes, marks = codes.scatter(at, kinds), marks.scatter(at, found)
     if multi.any():  # numbers may be on any line of a record, and only the first was screened
-        marks = marks.clone().scatter(several, 0xFF)
+        marks = marks.scatter(several, 0xFF)
     # a record that starts with a bare continuation line (after a blank, say) is traceback text
     tb = ((codes == _OTHER) & heads.get_column("_cont")).arg_true()
     if tb.len():
         codes = codes.scatter(tb, _TRACEBACK)
-    out = heads.with_columns(kind=pl.Series(KIND_NAMES).gather(codes)).with_columns(line_end=line_end, message=message)
-    out = out.with_columns(_numbers(message, codes, marks))
-    return out.drop([c for c in out.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
+    added = [pl.Series(KIND_NAMES).gather(codes).alias("kind"), line_end.alias("line_end"), message.alias("message"), *_numbers(message, codes, marks)]
+    dropped = [c for c in heads.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"]
+    if any(s.name in heads.columns for s in added):  # (not from the pipeline) replaced in place
+        out = heads.with_columns(added[0]).with_columns(added[1:3]).with_columns(added[3:])
+        return out.drop(dropped, strict=False)
+    return heads.drop(dropped, strict=False).hstack(added)

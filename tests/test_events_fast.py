@@ -259,6 +259,14 @@ def test_one_line_records_give_the_reference_rows(msgs):
     _same(ev)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(messages, min_size=1, max_size=25))
+def test_event_numbers_is_the_reference(msgs):
+    df = pl.DataFrame({"message": msgs + [None], "kind": pl.select(kind_expr(pl.lit(pl.Series(msgs + [None], dtype=pl.String)))).to_series()})
+    got, want = events.event_numbers(df), _ref_event_numbers(df)
+    assert got.schema == want.schema and got.equals(want)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(lines, min_size=1, max_size=40), st.lists(st.integers(1, 39), max_size=4))
 def test_generated_logs_give_the_reference_rows(log_lines, cuts):
