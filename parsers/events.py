@@ -141,7 +141,8 @@ _QUANTIFIERS = ("?", "*", "+", "{")
 
 def _items(alt: str) -> list[tuple[str, object, bool]]:
     """`alt` as a sequence of ("lit", character, optional), ("group", [literal options] or None,
-    optional) and ("other", None, False) for anything else (a class, `\b`, a repeated item…)."""
+    optional), ("boundary", None, False) for `\b`, and ("other", None, False) for anything else
+    (a class, a repeated item…)."""
     items: list[tuple[str, object, bool]] = []
     i = 0
     while i < len(alt):
@@ -161,6 +162,8 @@ def _items(alt: str) -> list[tuple[str, object, bool]]:
             item, i = ("other", None, False), j + 1
         elif c == "\\" and i + 1 < len(alt) and not alt[i + 1].isalnum():
             item, i = ("lit", alt[i + 1], False), i + 2
+        elif alt[i : i + 2] == "\\b":
+            item, i = ("boundary", None, False), i + 2
         elif c == "\\" or c in _META:
             item, i = ("other", None, False), i + 1 + (c == "\\")
         else:
@@ -175,21 +178,31 @@ def _items(alt: str) -> list[tuple[str, object, bool]]:
     return items
 
 
-def _starts(items: list[tuple[str, object, bool]]) -> tuple[list[str], bool]:
-    """The literal texts an anchored alternative can start with (as far as it is literal), and
-    whether those are all it can match."""
+#: characters that are not word characters (`\w`), so a `\b` after a word character holds
+_NOT_WORD = " :,.;!?()[]-=/'\"\t"
+
+
+def _is_word(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def _starts(items: list[tuple[str, object, bool]]) -> tuple[list[str], list[str]]:
+    """For an anchored alternative: (texts it matches exactly when a message starts with one,
+    texts every message it matches starts with), as far as it is literal."""
     texts = [""]
-    for kind, val, optional in items:
+    for n, (kind, val, optional) in enumerate(items):
         if kind == "lit":
             new = [t + val for t in texts]
         elif kind == "group" and val is not None:
             new = [t + o for t in texts for o in val]
+        elif kind == "boundary" and n == len(items) - 1 and all(t and _is_word(t[-1]) for t in texts):
+            return [t + c for t in texts for c in _NOT_WORD], texts  # `ERROR\b`: `ERROR:` decides
         else:
-            return texts, False
+            return [], texts
         texts = new + (texts if optional else [])
         if len(texts) > 16:
-            return [""], False
-    return texts, True
+            return [], [""]
+    return texts, []
 
 
 def _needs(items: list[tuple[str, object, bool]]) -> list[str] | None:
@@ -240,13 +253,14 @@ for _k, (_, _rx) in enumerate(KINDS):
         _body = _alt[1:] if _alt.startswith("^") else _alt
         _its = _items(_body)
         if _alt.startswith("^"):
-            _texts, _exact = _starts(_its)
-            if not _exact:  # a start that holds another start adds nothing
-                _texts = [t for t in _texts if not any(u != t and t.startswith(u) for u in _texts)]
-            if all(_texts):
-                for _t in _texts:
-                    _evidence(_ANCH, _t, _k if _exact else _NONE, 0 if _exact else 1 << _k)
-                _CONFIRM[_k] += [] if _exact else [_alt]
+            _decide, _screen = _starts(_its)
+            _screen = [t for t in _screen if not any(u != t and t.startswith(u) for u in _screen)]  # `Capture ` for `Capture draft `
+            if all(_decide + _screen):
+                for _t in _decide:
+                    _evidence(_ANCH, _t, _k, 0)
+                for _t in _screen:
+                    _evidence(_ANCH, _t, _NONE, 1 << _k)
+                _CONFIRM[_k] += [_alt] if _screen else []
                 continue
         elif _literal(_body):
             _evidence(_FLOAT, _literal(_body), _k, 0)
