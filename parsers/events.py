@@ -257,6 +257,7 @@ for _k, (_, _rx) in enumerate(KINDS):
             _screen = [t for t in _screen if not any(u != t and t.startswith(u) for u in _screen)]  # `Capture ` for `Capture draft `
             if all(_decide + _screen):
                 for _t in _decide:
+                    assert re.match(_body, _t), f"{_t!r} should match {_alt!r}"  # (Python's re as a check)
                     _evidence(_ANCH, _t, _k, 0)
                 for _t in _screen:
                     _evidence(_ANCH, _t, _NONE, 1 << _k)
@@ -454,7 +455,7 @@ def _numbers(message: pl.Series, codes: pl.Series, marks: pl.Series) -> list[pl.
 
 def event_numbers(df: pl.DataFrame) -> pl.DataFrame:
     """Typed numbers for the kinds that carry them (null elsewhere), from `kind` and `message`."""
-    codes = df.get_column("kind").replace_strict(KIND_NAMES, list(range(len(KIND_NAMES))), return_dtype=pl.UInt8)
+    codes = df.get_column("kind").replace_strict(KIND_NAMES, list(range(len(KIND_NAMES))), default=_NONE, return_dtype=pl.UInt8)
     return df.with_columns(_numbers(df.get_column("message"), codes, pl.Series([3], dtype=pl.UInt8).new_from_index(0, df.height)))
 
 
@@ -498,24 +499,24 @@ def event_rows(ev: pl.DataFrame) -> pl.DataFrame:
     first = is_event & (r != ev_rid.forward_fill().shift(1)).fill_null(True)
     last = is_event & (r != ev_rid.backward_fill().shift(-1)).fill_null(True)
     fam = pl.DataFrame({"family": ev.get_column("family"), "_rid": rid})
-    first, last, multi = fam.select(first.alias("f"), last.alias("l"), (is_event & ~(first & last)).alias("m")).get_columns()
-    heads = ev.filter(first)
-    line_end = ev.get_column("line_no").filter(last)
+    is_first, is_last, in_several = fam.select(first.alias("f"), last.alias("l"), (is_event & ~(first & last)).alias("s")).get_columns()
+    heads = ev.filter(is_first)
+    line_end = ev.get_column("line_no").filter(is_last)
     msg = heads.get_column("msg")
     message = msg
-    codes, marks = codes.filter(first), marks.filter(first)
-    if multi.any():
+    codes, marks = codes.filter(is_first), marks.filter(is_first)
+    if in_several.any():
         # a record of several lines: the first line's message, then the other lines whole
-        text = ev.get_column("msg").filter(multi).zip_with(first.filter(multi), ev.get_column("line").filter(multi))
-        joined = pl.DataFrame({"r": rid.filter(multi), "t": text}).group_by("r", maintain_order=True).agg(pl.col("t").str.join("\n"))
-        several = (first & ~last).filter(first).arg_true()
+        text = ev.get_column("msg").filter(in_several).zip_with(is_first.filter(in_several), ev.get_column("line").filter(in_several))
+        joined = pl.DataFrame({"r": rid.filter(in_several), "t": text}).group_by("r", maintain_order=True).agg(pl.col("t").str.join("\n"))
+        several = (is_first & ~is_last).filter(is_first).arg_true()
         message = msg.clone().scatter(several, joined.get_column("t"))
     missing = codes.is_null()
     if missing.any():  # a continuation line that starts a record (its own message decides)
         at = missing.arg_true()
         kinds, found = _kinds(msg.filter(missing))
         codes, marks = codes.scatter(at, kinds), marks.scatter(at, found)
-    if multi.any():  # numbers may be on any line of a record, and only the first was screened
+    if in_several.any():  # numbers may be on any line of a record, and only the first was screened
         marks = marks.scatter(several, 0xFF)
     # a record that starts with a bare continuation line (after a blank, say) is traceback text
     tb = ((codes == _OTHER) & heads.get_column("_cont")).arg_true()

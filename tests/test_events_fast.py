@@ -259,6 +259,13 @@ def test_one_line_records_give_the_reference_rows(msgs):
     _same(ev)
 
 
+def test_input_columns_named_like_output_columns_are_replaced_in_place():
+    """Not something the pipeline passes, but the earlier code replaced such a column in place."""
+    data = (ROOT / "parsers" / "samples" / "events.log").read_bytes()
+    for ev in _event_inputs(data):
+        _same(ev.with_columns(kind=pl.lit("x"), elapsed_s=pl.lit(1.0)).select("kind", pl.all().exclude("kind")))
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(messages, min_size=1, max_size=25))
 def test_event_numbers_is_the_reference(msgs):
