@@ -16,9 +16,6 @@ from loglens.cli.common import (
     open_store,
     print_json,
 )
-from loglens.diagnose import NoDecodeData, diagnose
-from loglens.diagnose.render import render
-from loglens.diagnose.window import WindowError, select
 
 TimeOption = Annotated[
     Optional[str],
@@ -51,6 +48,11 @@ def diagnose_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """What limits this server: a step-time model fitted from the Decode lines, and ranked findings with their evidence."""
+    # here, not at the top: other commands (ingest above all) do not load the model fitting
+    from loglens.diagnose import NoDecodeData, diagnose
+    from loglens.diagnose.render import render
+    from loglens.diagnose.window import WindowError, select
+
     st = open_store(store)
     if record is not None and bench is None:
         fail("--record picks a record of --bench RESULTS; pass --bench too.", code=2)

@@ -15,8 +15,6 @@ from rich.live import Live
 
 from loglens.cli.common import StoreOption, console, err_console, fail, guarded
 from loglens.follow.compact import MIN_FILES
-from loglens.follow.session import LiveSession
-from loglens.follow.view import render
 from loglens.store import Store
 
 
@@ -39,6 +37,9 @@ def tail(
     drain_idle: Annotated[float, typer.Option("--drain-idle", hidden=True, min=0.0)] = 5.0,
 ) -> None:
     """Follow a growing server log: keep the store current and show a live view (Ctrl-C stops)."""
+    from loglens.follow.session import LiveSession  # here: `loglens ingest` does not load the follower
+    from loglens.follow.view import render
+
     if log.is_dir():
         fail(f"{log} is a directory; pass the log file to follow (it may not exist yet).")
     if log.suffix == ".gz":
