@@ -31,11 +31,12 @@ from loglens.schema import LINE_TABLES
 from loglens.store import Store, parse_data_name
 
 
-#: Worker threads parsing and writing segments: three on two cores keep both busy while one of
-#: them is in Python or waits for polars' pool (~3 % faster than two; ~0.15 GiB more memory).
-#: (Worker processes were tried: same wall time on 2 cores, ~10 % more CPU for start-up and
-#: re-reading, and more to go wrong.)
-PARSE_THREADS = 3
+#: Worker threads parsing and writing segments.  Three were ~3 % faster on two cores (one of
+#: them busy while another is in Python or waits for polars' pool) but took ~0.2 GiB more: a
+#: log mixing every release's shapes peaked at 0.86 GiB against 0.66 with two, too close to the
+#: 1 GiB bound.  (Worker processes were tried: same wall time on 2 cores, ~10 % more CPU for
+#: start-up and re-reading, and more to go wrong.)
+PARSE_THREADS = 2
 
 
 class IngestError(Exception):
