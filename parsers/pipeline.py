@@ -68,9 +68,10 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     # a second `[date time ...] ` inside the line: two lines glued (literal pre-test on the
     # message — a valid prefix holds no `[` — then the regex)
     maybe = msg.str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])
-    if df.select(maybe.any()).item():
-        glued = maybe & line.str.contains(_GLUED)
-        df = df.with_columns(family=pl.when(glued).then(pl.lit("glued", FAMILY)).otherwise(pl.col("family")))
+    idx = df.select(maybe.arg_true()).to_series()
+    if idx.len():  # the regex on those lines only (an unanchored regex over every line is costly)
+        hit = df.select(line.gather(idx).str.contains(_GLUED)).to_series()
+        df = df.with_columns(df.get_column("family").scatter(idx.filter(hit), "glued"))
     return df
 
 
