@@ -120,14 +120,14 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     rows are written back in place."""
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
-    has_proc = line.str.contains(r"^\([^)]*\) \[")
-    if df.select((line.str.slice(0, 1) == "(").any()).item() and df.select(has_proc.any()).item():
-        df = df.with_columns(
-            proc=pl.when(has_proc).then(line.str.extract(r"^\(([^)]*)\) ")),
-            _body=pl.when(has_proc).then(line.str.replace(r"^\([^)]*\) ", "")).otherwise(line),
-        )
-    else:
-        df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
+    df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
+    idx = df.select((line.str.slice(0, 1) == "(").arg_true()).to_series()
+    if idx.len():  # the regexes on those lines only, written back in place
+        part = df.select(line.gather(idx)).with_columns(_p=line.str.extract(r"^\(([^)]*)\) \["))
+        idx, part = idx.filter(part.get_column("_p").is_not_null()), part.filter(pl.col("_p").is_not_null())
+        if idx.len():
+            body = part.select(line.str.replace(r"^\([^)]*\) ", "")).to_series()
+            df = df.with_columns(df.get_column("proc").scatter(idx, part.get_column("_p")), df.get_column("_body").scatter(idx, body))
     body = pl.col("_body")
     df = df.with_columns(
         _close=body.str.find("]", literal=True),
@@ -170,7 +170,9 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
 
 def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
     """Colour codes (uvicorn on a TTY) are removed before anything else looks at the line."""
-    has = pl.col("line").str.contains("\x1b", literal=True)
-    if df.select(has.any()).item():
-        df = df.with_columns(line=pl.when(has).then(pl.col("line").str.replace_all(ANSI, "")).otherwise(pl.col("line")))
+    line = pl.col("line")
+    idx = df.select(line.str.contains("\x1b", literal=True).arg_true()).to_series()
+    if idx.len():  # the regex on those lines only, written back in place
+        clean = df.select(line.gather(idx).str.replace_all(ANSI, "")).to_series()
+        df = df.with_columns(df.get_column("line").scatter(idx, clean))
     return df

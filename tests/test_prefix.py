@@ -65,3 +65,23 @@ def test_today_layout_takes_the_fast_path_and_reads_every_field():
     row = fast.row(0, named=True)
     assert (str(row["ts"]), row["dp_rank"], row["tp_rank"], row["msg"]) == ("2026-02-19 00:27:16.318000", 1, 3, "Decode batch, #running-req: 27")
     assert fast.get_column("msg").to_list()[1] == "INFO:     x"
+
+
+def test_ray_process_prefix_is_split_off_only_where_a_bracket_follows():
+    fast, slow = both([
+        "(SchedulerActor pid=1234, ip=10.0.0.5) [2026-02-19 00:27:16 TP3] Decode batch, #running-req: 1",
+        "(not a ray prefix) text",
+        "[2026-02-19 00:27:17 TP0] (x) [y] z",
+    ])
+    assert fast.equals(slow)
+    rows = fast.select("proc", "_pfx", "tp_rank", "msg").rows()
+    assert rows == [
+        ("SchedulerActor pid=1234, ip=10.0.0.5", True, 3, "Decode batch, #running-req: 1"),
+        (None, False, None, "(not a ray prefix) text"),
+        (None, True, 0, "(x) [y] z"),
+    ]
+
+
+def test_colour_codes_are_removed_from_the_lines_that_have_them():
+    df = pl.DataFrame({"line_no": [1, 2], "line": ["[2026-02-19 00:27:12] \x1b[32mINFO\x1b[0m:     x", "plain [1m"]})
+    assert prefix.strip_ansi(df).get_column("line").to_list() == ["[2026-02-19 00:27:12] INFO:     x", "plain [1m"]
