@@ -185,3 +185,15 @@ def test_harness_runs_end_to_end(tmp_path):
     assert {t["result"] for t in report["targets"]} == {"n/a"}
     # the log is cached: a second run reuses it
     assert list((tmp_path / "data").glob("*.log")) and not list(tmp_path.glob("loglens-bench-*"))
+
+
+def test_profile_script_reports_every_step(logs):
+    """`benchmarks/profile_ingest.py` (the README's "where the time goes" table) runs and prints
+    a row per step that adds up to its total."""
+    path, _ = logs["current"]
+    out = subprocess.run([sys.executable, str(BENCH / "profile_ingest.py"), "--log", str(path), "--chunks", "2",
+                          "--reps", "1", "--chunk-bytes", str(512 * 1024)], capture_output=True, text=True, check=True).stdout
+    rows = {k.strip("*"): v for k, v in re.findall(r"^\| ([A-Za-z +*]+?) \| \**(-?\d+)\**", out, re.M)}
+    steps = ["lines", "prefix", "family", "Decode + Prefill", "access lines", "events", "other", "Parquet"]
+    assert set(steps) <= set(rows), out
+    assert abs(sum(int(rows[s]) for s in steps) - int(rows["total"])) <= len(steps), out
