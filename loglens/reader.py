@@ -10,6 +10,7 @@ before polars takes it.  `\\r\\n` endings and a trailing
 from __future__ import annotations
 
 import gzip
+import os
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -314,7 +315,9 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
         size = chunk_bytes
         while True:
             f.seek(pos)
-            buf = buffers.get(size)
+            # no larger than what is there (+1 to see growth): a follower reads a few lines at a
+            # time, and a new buffer is zeroed in full
+            buf = buffers.get(max(1, min(size, os.fstat(f.fileno()).st_size - pos + 1)))
             with memoryview(buf) as into:
                 n = f.readinto(into[:size])
             if not n:
