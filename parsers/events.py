@@ -58,14 +58,11 @@ def kind_expr(msg: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _alternatives(rx: str) -> list[str]:
-    """`rx` cut at its top-level `|` (not inside a group or a class, not escaped).
-
-    Matching `rx` anywhere is matching any of the pieces anywhere.  Inline flags (`(?i)`)
-    would reach across the cut, so they are refused."""
-    if re.search(r"\(\?(?!:|P<)", rx):
-        raise ValueError(f"inline flags are not supported in a kind's regex: {rx!r}")
-    parts, depth, start, in_class, i = [], 0, 0, False, 0
+def _structure(rx: str, start: int = 0):
+    """(index, character, group depth before it) of each character of `rx` from `start` that is
+    outside a character class and not escaped: the ones that shape its groups and alternatives.
+    A class's `[^` and a leading `]` are read as literals of the class, as the regex engine does."""
+    depth, in_class, i = 0, False, start
     while i < len(rx):
         c = rx[i]
         if c == "\\":
@@ -75,20 +72,28 @@ def _alternatives(rx: str) -> list[str]:
             in_class = c != "]"
         elif c == "[":
             in_class = True
-            i += 1 + rx.startswith("^", i + 1)  # `[^` then a leading `]` is a literal
+            i += 1 + rx.startswith("^", i + 1)
             if rx.startswith("]", i):
                 i += 1
             continue
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            parts.append(rx[start:i])
-            start = i + 1
+        else:
+            yield i, c, depth
+            depth += (c == "(") - (c == ")")
         i += 1
-    parts.append(rx[start:])
-    if "|".join(parts) != rx or depth or in_class:
+    if in_class:
+        raise ValueError(f"unclosed character class in {rx!r}")
+
+
+def _alternatives(rx: str) -> list[str]:
+    """`rx` cut at its top-level `|` (not inside a group or a class, not escaped).
+
+    Matching `rx` anywhere is matching any of the pieces anywhere.  Inline flags (`(?i)`)
+    would reach across the cut, so they are refused."""
+    if re.search(r"\(\?(?!:|P<)", rx):
+        raise ValueError(f"inline flags are not supported in a kind's regex: {rx!r}")
+    cuts = [i for i, c, depth in _structure(rx) if c == "|" and depth == 0]
+    parts = [rx[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(rx)])]
+    if sum(+1 if c == "(" else -1 if c == ")" else 0 for _, c, _ in _structure(rx)) != 0:
         raise ValueError(f"cannot cut {rx!r} at its top-level alternatives")
     return parts
 
@@ -98,23 +103,9 @@ _META = set(".^$*+?()[]{}|\\")
 
 def _group_end(rx: str, i: int) -> int:
     """Index of the `)` closing the group that opens at `rx[i]`."""
-    depth, in_class = 0, False
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+    for j, c, depth in _structure(rx, i):
+        if c == ")" and depth == 1:
+            return j
     raise ValueError(f"unbalanced group in {rx!r}")
 
 
