@@ -6,12 +6,11 @@ import os
 # imported; the user's own settings win):
 # - loglens's linear algebra is tiny (a few hundred rows); OpenBLAS's worker threads would
 #   only spin beside the parser's own threads (~3 % of an ingest's CPU);
-# - polars' allocator (jemalloc) keeps freed memory for 5 s instead of handing it back at
-#   once, and pyarrow uses jemalloc too: an ingest reuses the same few hundred MB chunk after
-#   chunk, and memory handed back and taken again is zeroed by the kernel page by page (a
-#   third fewer page faults, ~4 % of a 1 GiB ingest's time)
+# - polars' allocator (jemalloc, on Linux) keeps freed memory for 5 s instead of handing it
+#   back at once: an ingest reuses the same few hundred MB chunk after chunk, and memory handed
+#   back and taken again is zeroed by the kernel page by page (pyarrow's pool is chosen in
+#   loglens.store, where pyarrow is imported)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000,muzzy_decay_ms:5000")
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 __version__ = "0.1.0"
