@@ -188,7 +188,7 @@ def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     starts[0] = 0
     np.add(ends[:-1], 1, out=starts[1:])
     stops = ends
-    if not _may_hold_cr(chunk):
+    if not may_hold(chunk, b"\r"):
         return starts, stops
     # `\r\n` endings, and any run of `\r` before the end (a line is stripped of trailing \r and \n);
     # the byte before each end is read (a stop of 0 reads the chunk's last byte: filtered below)
@@ -205,10 +205,6 @@ def may_hold(chunk, byte: bytes) -> bool:
     whole object a memoryview points into: a superset of the chunk)."""
     whole = chunk.obj if isinstance(chunk, memoryview) else chunk
     return not isinstance(whole, (bytes, bytearray)) or byte in whole
-
-
-def _may_hold_cr(chunk) -> bool:
-    return may_hold(chunk, b"\r")
 
 
 #: the low k bytes of a little-endian word, k = 0..4
