@@ -74,7 +74,7 @@ _REST_LIKE = r"^(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*$"
 
 def _parse_tails(tails: pl.Series) -> pl.DataFrame:
     """Distinct 16-byte tails → `_tv` (a valid prefix ends in it), `_us` (fraction),
-    `_sp` (a space follows `]`) and the rank columns."""
+    `_mo` (where the message starts in the line) and the rank columns."""
     df = pl.DataFrame({"_tail": tails})
     t = pl.col("_tail")
     pos = t.str.find("]", literal=True)
@@ -84,7 +84,9 @@ def _parse_tails(tails: pl.Series) -> pl.DataFrame:
         # the byte after `]` must be inside the tail to know whether a space follows
         _tv=(pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False),
         _us=(frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
-        _sp=(t.str.slice(pos + 1, 1) == " ").fill_null(False),
+        # where the message starts: after `]` and the space that follows it, if any (bytes,
+        # like the generic path's `find`: a valid bracket up to its tail is ASCII)
+        _mo=20 + pos + 1 + (t.str.slice(pos + 1, 1) == " ").fill_null(False).cast(pl.UInt32),
     )
     # rank tokens absent from every tail cost no regex (polars keeps only ~32 compiled regexes)
     present = [col for col, tok in RANK_TOKENS.items() if df.select(rest.str.contains(tok, literal=True).any()).item()]
@@ -130,7 +132,6 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
             df = df.with_columns(df.get_column("proc").scatter(idx, part.get_column("_p")), df.get_column("_body").scatter(idx, body))
     body = pl.col("_body")
     df = df.with_columns(
-        _close=body.str.find("]", literal=True),
         _tail=body.str.slice(20, _TAIL),
         _sec=body.str.slice(1, 19).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"),
         _iso=body.str.contains(_ISO_HEAD),  # strptime alone also takes ` 2026`, `+026`, `:60`
@@ -138,7 +139,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     iso = pl.col("_iso") & pl.col("_sec").is_not_null() & ISO_FAST
     tails = _parse_tails(df.select(pl.col("_tail").filter(iso).unique().sort()).to_series())
     # rank columns absent from every tail (most logs print one or two) are not carried
-    tails = tails.select(c for c in tails.columns if c in ("_tail", "_tv", "_us", "_sp") or tails.get_column(c).null_count() < tails.height)
+    tails = tails.select(c for c in tails.columns if c in ("_tail", "_tv", "_us", "_mo") or tails.get_column(c).null_count() < tails.height)
     # each line's row of `tails`: an enum's codes are the positions of its categories (far
     # cheaper than a join, which would gather every column of the frame)
     at = df.select(pl.col("_tail").cast(pl.Enum(tails.get_column("_tail")), strict=False).to_physical()).to_series()
@@ -148,14 +149,15 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(_fast=fast).with_columns(
         ts=pl.when("_fast").then(ts),
         _valid=pl.col("_fast"),
-        _off=pl.when("_fast").then(pl.col("_close") + 1 + pl.col("_sp").cast(pl.Int64)).otherwise(0),
+        _off=pl.when("_fast").then(pl.col("_mo")).otherwise(0),
         gpu=pl.lit(None, pl.Int32),
         **{c: pl.when("_fast").then(pl.col(c)) if c in tails.columns else pl.lit(None, pl.Int32) for c in RANK_TOKENS},
     ).with_columns(clock=pl.col("ts").cast(pl.Time))
     # the generic path for every other line with a `]` (a line without one has no prefix)
-    idx = df.select((pl.col("_close").is_not_null() & ~pl.col("_fast")).arg_true()).to_series()
+    idx = df.select((~pl.col("_fast")).arg_true()).to_series()
     if idx.len():
-        idx = idx.filter(df.get_column("_body").gather(idx).str.starts_with("["))
+        part = df.get_column("_body").gather(idx)
+        idx = idx.filter(part.str.starts_with("[") & part.str.contains("]", literal=True))
     if idx.len():
         part = _generic(df.select("_body").gather(idx))
         put = ["ts", "clock", *RANK_TOKENS, "gpu", "_valid", "_off"]
@@ -165,7 +167,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     nulls = [c for c in PREFIX_COLUMNS if df.get_column(c).null_count() == df.height]
     df = df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in nulls)
     df = df.with_columns(_pfx=pl.col("_valid"), msg=body.str.slice(pl.col("_off")))
-    return df.drop("_body", "_close", "_tail", "_sec", "_iso", "_tv", "_us", "_sp", "_fast", "_valid", "_off")
+    return df.drop("_body", "_tail", "_sec", "_iso", "_tv", "_us", "_mo", "_fast", "_valid", "_off")
 
 
 def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
