@@ -61,10 +61,17 @@ def sha1(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
+#: the columns of a lines frame; `_first` is each line's first byte (0 for an empty line), read
+#: here in one gather so that the parser's tests on a line's first character (blank, Ray's
+#: `(`, an unprefixed `#running-req`) cost no pass over every line's text
+LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.UInt8}
+
+
 def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFrame:
-    """`chunk` (every line ends with `\\n`, except possibly the last) → `line_no`, `byte_off`, `line`."""
+    """`chunk` (every line ends with `\\n`, except possibly the last) → `line_no`, `byte_off`,
+    `line`, `_first`."""
     if not len(chunk):
-        return pl.DataFrame(schema={"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String})
+        return pl.DataFrame(schema=LINES_SCHEMA)
     starts, stops = _line_bounds(chunk)
     byte_off = starts + first_byte  # file offsets, from the bytes as they are on disk
     if not _is_ascii(chunk):
@@ -76,12 +83,16 @@ def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFra
             chunk = str(chunk, "utf-8", errors="replace").encode("utf-8")
             starts, stops = _line_bounds(chunk)
     n = len(starts)
+    arr = np.frombuffer(chunk, dtype=np.uint8)
+    first = arr[np.minimum(starts, len(arr) - 1)]  # (an unterminated empty last line starts at the end)
+    first[stops == starts] = 0
     return pl.DataFrame(
         {
             "line_no": pl.int_range(first_line_no, first_line_no + n, eager=True, dtype=pl.Int64),
             "byte_off": pl.Series(byte_off, dtype=pl.Int64),
             "line": _series(_string_views(chunk, starts, stops)) if len(chunk) < VIEW_LIMIT
             else pl.Series([str(chunk[a:b], "utf-8") for a, b in zip(starts, stops)], dtype=pl.String),
+            "_first": pl.Series(first, dtype=pl.UInt8),
         }
     )
 

@@ -30,7 +30,27 @@ _CONTINUATION = (
 )
 # another log line's prefix glued onto this one (a lost newline in a paste)
 _GLUED = r".\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] "
-_LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String}
+_LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.UInt8}
+#: first bytes of a line that may hold only whitespace (`\s`: ASCII, or the lead byte of U+0085,
+#: U+00A0, U+1680, U+2000–U+205F, U+3000)
+_SPACE_LEADS = [9, 10, 11, 12, 13, 32, 0xC2, 0xE1, 0xE2, 0xE3]
+
+
+def first_byte(line: pl.Expr) -> pl.Expr:
+    """Each line's first byte (0 for an empty line): the `_first` column, for frames that do not
+    come from the reader with it."""
+    return line.cast(pl.Binary).bin.head(1).bin.reinterpret(dtype=pl.UInt8).fill_null(0)
+
+
+def _where(df: pl.DataFrame, candidates: pl.Expr, pattern: str) -> pl.Series:
+    """`line` matches `pattern`, tested only on the candidate lines (few: a cheap test on the
+    first byte names them), False elsewhere."""
+    idx = df.select(candidates.arg_true()).to_series()
+    out = pl.repeat(False, df.height, eager=True)
+    if idx.len():
+        hit = df.select(pl.col("line").gather(idx).str.contains(pattern)).to_series()
+        out = out.scatter(idx.filter(hit), True)
+    return out
 
 
 @dataclass
@@ -51,12 +71,15 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
     """Which family each line belongs to: Decode lines by the message's first 12 characters,
     the others by anchored regexes (cheap when they fail at the first character); the precise grammar is checked by each
     family's parser, and a line that fails it becomes a reject."""
-    msg, line = pl.col("msg"), pl.col("line")
+    msg, line, first = pl.col("msg"), pl.col("line"), pl.col("_first")
     head = msg.str.slice(0, 12)
+    # blank lines and unprefixed `#running-req:` lines start with whitespace or `#`
+    blank = _where(df, (line.str.len_bytes() == 0) | first.is_in(_SPACE_LEADS), r"^\s*$")
+    running = _where(df, ~pl.col("_pfx") & (first == ord("#")), r"^#running-req:")
     fam = (
-        pl.when(line.str.contains(r"^\s*$"))
+        pl.when(blank)
         .then(pl.lit("blank", FAMILY))
-        .when((head == _DECODE_HEAD) | (~pl.col("_pfx") & line.str.contains(r"^#running-req:")))
+        .when((head == _DECODE_HEAD) | running)
         .then(pl.lit("decode", FAMILY))
         .when(msg.str.contains(r"^(?:Prefill? batch|new fill batch)"))
         .then(pl.lit("prefill", FAMILY))
@@ -101,6 +124,8 @@ class LineParser:
         from one memchr over the chunk), which skips the colour-code check."""
         if "byte_off" not in lines.columns:
             lines = lines.with_columns(byte_off=pl.lit(None, pl.Int64))
+        if "_first" not in lines.columns:
+            lines = lines.with_columns(_first=first_byte(pl.col("line")))
         df = pl.concat([self.pending, lines.select(list(_LINES_SCHEMA)).cast(_LINES_SCHEMA)], how="vertical")
         self.pending = pl.DataFrame(schema=_LINES_SCHEMA)
         out = Parsed()

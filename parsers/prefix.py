@@ -123,7 +123,8 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
     df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
-    idx = df.select((line.str.slice(0, 1) == "(").arg_true()).to_series()
+    ray = pl.col("_first") == ord("(") if "_first" in df.columns else line.str.starts_with("(")
+    idx = df.select(ray.arg_true()).to_series()
     if idx.len():  # the regexes on those lines only, written back in place
         part = df.select(line.gather(idx)).with_columns(_p=line.str.extract(r"^\(([^)]*)\) \["))
         idx, part = idx.filter(part.get_column("_p").is_not_null()), part.filter(pl.col("_p").is_not_null())
@@ -177,4 +178,7 @@ def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
     if idx.len():  # the regex on those lines only, written back in place
         clean = df.select(line.gather(idx).str.replace_all(ANSI, "")).to_series()
         df = df.with_columns(df.get_column("line").scatter(idx, clean))
+        if "_first" in df.columns:  # a line may have started with a colour code
+            first = clean.cast(pl.Binary).bin.head(1).bin.reinterpret(dtype=pl.UInt8).fill_null(0)
+            df = df.with_columns(df.get_column("_first").scatter(idx, first))
     return df

@@ -37,9 +37,10 @@ def reference(data: bytes, first_line_no: int, first_byte: int) -> pl.DataFrame:
             "line_no": list(range(first_line_no, first_line_no + len(parts))),
             "byte_off": offsets,
             "line": [p.rstrip(b"\r").decode("utf-8", errors="replace") for p in parts],
+            "_first": [p.rstrip(b"\r").decode("utf-8", errors="replace").encode("utf-8")[:1] or b"\0" for p in parts],
         },
-        schema={"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String},
-    )
+        schema={"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.Binary},
+    ).with_columns(pl.col("_first").bin.reinterpret(dtype=pl.UInt8))
 
 
 def check(data: bytes, first_line_no: int = 1, first_byte: int = 0) -> None:
