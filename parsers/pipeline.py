@@ -150,15 +150,18 @@ class LineParser:
         out.blank_lines = df.select((fam == "blank").sum()).item()
         out.lines = df.height
         rejects = []
+        # the batch and access parsers take the line, message and prefix columns only (fewer
+        # columns to filter: the record-structure ones are for events)
+        lean = df.select(c for c in df.columns if c not in ("byte_off", "_first", "_pfx", "_cont", "_rec", "_head_ev"))
         for table in ("decode", "prefill"):
-            part = df.filter(fam == table)
+            part = lean.filter(fam == table)
             if part.height:
                 good, bad, unknown = parse_batch_lines(part, table)
                 out.tables[table] = good
                 rejects.append(bad.with_columns(family=pl.lit(table)))
                 for k, v in unknown.items():
                     out.unknown_keys[k] = out.unknown_keys.get(k, 0) + v
-        part = df.filter(fam == "http")
+        part = lean.filter(fam == "http")
         if part.height:
             good, bad = parse_access(part)
             out.tables["http"] = good
