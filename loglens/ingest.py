@@ -220,7 +220,9 @@ def ingest_file(
                     futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
                 segments.append(current)
                 current = []
-            while len(futures) > PARSE_THREADS or (futures and futures[0].done()):
+            # a segment is handed over only when a worker is free (none waits in the pool's
+            # queue): one chunk less in memory, and measured no slower
+            while len(futures) >= PARSE_THREADS or (futures and futures[0].done()):
                 total_blank += _collect(futures.popleft().result(), report, on_progress)
         if current:
             if segments:
