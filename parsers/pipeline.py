@@ -19,7 +19,7 @@ from .access import LOOKS_LIKE as ACCESS_LIKE
 from .access import parse_access
 from .batch_lines import parse_batch_lines
 from .events import event_rows
-from .prefix import split_prefix, strip_ansi
+from .prefix import first_byte, split_prefix, strip_ansi
 from .server_args import parse_server_args
 
 # a continuation line of a Python traceback (it has no `[...]` prefix of its own); torch
@@ -34,12 +34,6 @@ _LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "
 #: first bytes of a line that may hold only whitespace (`\s`: ASCII, or the lead byte of U+0085,
 #: U+00A0, U+1680, U+2000–U+205F, U+3000)
 _SPACE_LEADS = [9, 10, 11, 12, 13, 32, 0xC2, 0xE1, 0xE2, 0xE3]
-
-
-def first_byte(line: pl.Expr) -> pl.Expr:
-    """Each line's first byte (0 for an empty line): the `_first` column, for frames that do not
-    come from the reader with it."""
-    return line.cast(pl.Binary).bin.head(1).bin.reinterpret(dtype=pl.UInt8).fill_null(0)
 
 
 def _where(df: pl.DataFrame, candidates: pl.Expr, pattern: str) -> pl.Series:

@@ -123,7 +123,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     line = pl.col("line")
     # Ray's stdout forwarding: `(SchedulerActor pid=1234, ip=10.0.0.5) [..] ...`
     df = df.with_columns(proc=pl.lit(None, pl.String), _body=line)
-    ray = pl.col("_first") == ord("(") if "_first" in df.columns else line.str.starts_with("(")
+    ray = (pl.col("_first") if "_first" in df.columns else first_byte(line)) == ord("(")
     idx = df.select(ray.arg_true()).to_series()
     if idx.len():  # the regexes on those lines only, written back in place
         part = df.select(line.gather(idx)).with_columns(_p=line.str.extract(r"^\(([^)]*)\) \["))
@@ -171,6 +171,12 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     return df.drop("_body", "_tail", "_sec", "_iso", "_tv", "_us", "_mo", "_fast", "_valid", "_off")
 
 
+def first_byte(line: pl.Expr) -> pl.Expr:
+    """Each line's first byte (0 for an empty line): the `_first` column the reader gives, for
+    frames that come without it and for lines changed here."""
+    return line.cast(pl.Binary).bin.head(1).bin.reinterpret(dtype=pl.UInt8).fill_null(0)
+
+
 def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
     """Colour codes (uvicorn on a TTY) are removed before anything else looks at the line."""
     line = pl.col("line")
@@ -179,6 +185,6 @@ def strip_ansi(df: pl.DataFrame) -> pl.DataFrame:
         clean = df.select(line.gather(idx).str.replace_all(ANSI, "")).to_series()
         df = df.with_columns(df.get_column("line").scatter(idx, clean))
         if "_first" in df.columns:  # a line may have started with a colour code
-            first = clean.cast(pl.Binary).bin.head(1).bin.reinterpret(dtype=pl.UInt8).fill_null(0)
+            first = clean.to_frame("line").select(first_byte(pl.col("line"))).to_series()
             df = df.with_columns(df.get_column("_first").scatter(idx, first))
     return df
