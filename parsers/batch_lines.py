@@ -21,7 +21,7 @@ from loglens.schema import DECODE, PREFILL
 from .batch_one_pass import VECTOR_KEYS, apply_all
 from .batch_plans import HITS as _HITS
 from .batch_plans import PLANS as _PLANS
-from .batch_plans import Plan, apply_plan, plan_for_shape, typed_rows
+from .batch_plans import Plan, apply_plan, plan_for_shape, rows_only, typed_rows
 
 _SWA_PAIR = (
     r"#token: full=(\d+), swa=(\d+), token usage: full=([\d.]+), swa=([\d.]+)",
@@ -101,9 +101,7 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
         if rejects
         else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
     )
-    if good.height:
-        good = good.drop([c for c in good.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
-    return good, bad, unknown
+    return rows_only(good), bad, unknown
 
 
 #: the header the split fast path accepts: `Decode batch, key: v, ...` or `Decode batch. key: v, ...`
@@ -160,6 +158,7 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
         if hits == 0:
             continue
         part, rest = (rest, rest.clear()) if hits == rest.height else (rest.filter(pl.col("_hit")), rest.filter(~pl.col("_hit")))
+        part = part.drop(names)  # the cut pieces are not needed past here (their text is freed)
         good, bad = typed_rows(part, table, plan, schema)
         if bad is not None:
             back.append(part.filter(pl.col("line_no").is_in(bad.get_column("line_no").implode())))

@@ -13,7 +13,7 @@ import json
 import polars as pl
 
 from loglens.schema import DT
-from .batch_plans import Plan, typed_value
+from .batch_plans import Plan, rows_only, typed_value
 from .keys import column_name, graph_device
 
 
@@ -52,7 +52,9 @@ def apply_all(df: pl.DataFrame, table: str, plans: dict[str, Plan], schema: dict
         known = {x for x in lens if x is not None}
         off = pl.lit(known.pop()) if len(known) == 1 else lut(lens, pl.Int64)
         raw[f"_v{j}"] = pl.col(f"_f{j}").str.slice(off)
-    df = df.with_columns(**raw)
+    # the cut pieces, the body and the shape are not needed past here: dropped, so that their
+    # copies of the text are freed before the values are typed
+    df = df.with_columns(**raw).drop([f"_f{j}" for j in range(n)] + ["_body", "_shape", "msg"], strict=False)
     # each position typed once per dtype its keys map to
     def dkey(col):
         return str(schema[col])
@@ -134,4 +136,4 @@ def apply_all(df: pl.DataFrame, table: str, plans: dict[str, Plan], schema: dict
         if not all(has_rr):
             from_mixed = pl.col("_mixed").cast(pl.Int64)
             out["running_req"] = from_mixed if not any(has_rr) else pl.when(lut(has_rr, pl.Boolean)).then(out["running_req"]).otherwise(from_mixed)
-    return df.with_columns(**out), bad
+    return rows_only(df.with_columns(**out)), bad

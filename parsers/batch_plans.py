@@ -132,4 +132,11 @@ def typed_rows(out: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple
         extra_cols["mixed"] = mixed.is_not_null()
         if "running_req" not in plan.columns:
             extra_cols["running_req"] = mixed.cast(pl.Int64)
-    return out.with_columns(**extra_cols), bad
+    return rows_only(out.with_columns(**extra_cols)), bad
+
+
+def rows_only(df: pl.DataFrame) -> pl.DataFrame:
+    """The table's columns of parsed rows, without the parser's working columns (`_`-prefixed
+    cuts and values, the line and message): dropped as soon as the rows are made, so that the
+    copies of the text they hold are freed before the next shape or family is parsed."""
+    return df.drop([c for c in df.columns if c.startswith("_")] + ["line", "msg", "family", "byte_off"], strict=False)
