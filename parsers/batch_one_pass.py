@@ -13,7 +13,7 @@ import json
 import polars as pl
 
 from loglens.schema import DT
-from .batch_plans import Plan, rows_only, typed_value
+from .batch_plans import Plan, rows_only, typed_value, with_percent_values
 from .keys import column_name, graph_device
 
 
@@ -88,7 +88,10 @@ def apply_all(df: pl.DataFrame, table: str, plans: dict[str, Plan], schema: dict
         names = [f"bad value for {p.keys[j]!r}" if j < len(p.keys) else None for p in P]
         checks.append((bad_j, names))
     bad = None
-    if checks and df.select(pl.any_horizontal([c for c, _ in checks]).any()).item():
+    failed = pl.any_horizontal([c for c, _ in checks]).any()
+    if checks and df.select(failed).item():
+        df = with_percent_values(df, [(name, f"_v{j}") for (j, kd), name in typed.items() if kd == str(pl.Float64)])
+    if checks and df.select(failed).item():
         reason = pl.coalesce([pl.when(c).then(lut(names, pl.String)) for c, names in checks])
         df = df.with_columns(_bad=reason)
         bad = df.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
