@@ -57,31 +57,41 @@ class Parsed:
 
 #: a Decode line's message starts with these 12 characters (12: polars keeps them inline)
 _DECODE_HEAD = "Decode batch"
+#: how a Prefill line's message starts, in every release; and their first 12 characters
+_PREFILL_STARTS = ("Prefill batch", "Prefil batch", "new fill batch")
+_PREFILL_HEADS = sorted({s[:12] for s in _PREFILL_STARTS})
+#: a Prefill or an access line (one anchored regex for both; the first 12 characters tell which)
+_PREFILL_OR_ACCESS = "^(?:" + "|".join(_PREFILL_STARTS) + "|" + ACCESS_LIKE.removeprefix("^") + ")"
 #: where a line goes (an enum: comparing and filtering on it is far cheaper than on strings)
 FAMILY = pl.Enum(["blank", "decode", "prefill", "http", "event", "glued"])
 
 
 def _family(df: pl.DataFrame) -> pl.DataFrame:
     """Which family each line belongs to: Decode lines by the message's first 12 characters,
-    the others by anchored regexes (cheap when they fail at the first character); the precise grammar is checked by each
-    family's parser, and a line that fails it becomes a reject."""
+    Prefill and access lines by one anchored regex (cheap when it fails at the first character)
+    and those 12 characters; the precise grammar is checked by each family's parser, and a line
+    that fails it becomes a reject."""
     msg, line, first = pl.col("msg"), pl.col("line"), pl.col("_first")
-    head = msg.str.slice(0, 12)
     # blank lines and unprefixed `#running-req:` lines start with whitespace or `#`
     blank = _where(df, (line.str.len_bytes() == 0) | first.is_in(_SPACE_LEADS), r"^\s*$")
     running = _where(df, ~pl.col("_pfx") & (first == ord("#")), r"^#running-req:")
+    # a message that starts like a Prefill line starts with one of its heads, and an access
+    # line's with a level name: so one regex pass finds both, and the head tells which (both
+    # are columns first: an expression used twice would be computed twice)
+    df = df.with_columns(_head=msg.str.slice(0, 12), _either=msg.str.contains(_PREFILL_OR_ACCESS))
+    head, either = pl.col("_head"), pl.col("_either")
     fam = (
         pl.when(blank)
         .then(pl.lit("blank", FAMILY))
         .when((head == _DECODE_HEAD) | running)
         .then(pl.lit("decode", FAMILY))
-        .when(msg.str.contains(r"^(?:Prefill? batch|new fill batch)"))
+        .when(either & head.is_in(_PREFILL_HEADS))
         .then(pl.lit("prefill", FAMILY))
-        .when(msg.str.contains(ACCESS_LIKE))
+        .when(either)
         .then(pl.lit("http", FAMILY))
         .otherwise(pl.lit("event", FAMILY))
     )
-    df = df.with_columns(family=fam)
+    df = df.with_columns(family=fam).drop("_head", "_either")
     # a second `[date time ...] ` inside the line: two lines glued (literal pre-test on the
     # message — a valid prefix holds no `[` — then the regex)
     maybe = msg.str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])

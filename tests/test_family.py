@@ -1,6 +1,6 @@
-"""Which family a line goes to: the first-byte shortcuts (`_first` names the few lines that may
-be blank or an unprefixed `#running-req:` line) give exactly what the plain regexes over every
-line give."""
+"""Which family a line goes to: the shortcuts (`_first` names the few lines that may be blank or
+an unprefixed `#running-req:` line; one regex for Prefill and access lines, told apart by the
+first 12 characters) give exactly what the plain regexes over every line give."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ SPACES = " \t\x0b\x0c\r\u0085\u00a0\u1680\u2003\u2028\u202f\u205f\u3000"
 piece = st.sampled_from(["", " ", "\t", "\u00a0", "\u2003", "\u3000", "\u0085", "x", "#running-req: 3", "#running-req:",
                          "(SchedulerActor pid=1, ip=1) ", "[2026-02-19 00:27:16 TP0] ", "[2026-02-19 00:27:16] ",
                          "Decode batch, #running-req: 1", "Prefill batch, #new-seq: 1", 'INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK',
-                         "é", "\x1b[32m", "  File \"x.py\", line 1"])
+                         "é", "\x1b[32m", "  File \"x.py\", line 1", "Prefil batch, #new-seq: 1", "new fill batch. #seq: 1",
+                         "Prefill batc", "new fill bat", "Prefill batcher", 'WARNING:  ::1:80 - "', "INFO: x", "INFO:"])
 line = st.one_of(st.lists(piece, max_size=4).map("".join), st.text(SPACES + "#(x", max_size=6))
 
 
