@@ -85,7 +85,7 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("blank", FAMILY))
         .when((head == _DECODE_HEAD) | running)
         .then(pl.lit("decode", FAMILY))
-        .when(either & head.is_in(_PREFILL_HEADS))
+        .when(either & pl.any_horizontal(head == h for h in _PREFILL_HEADS))  # (is_in hashes every row)
         .then(pl.lit("prefill", FAMILY))
         .when(either)
         .then(pl.lit("http", FAMILY))
