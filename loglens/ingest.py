@@ -31,12 +31,14 @@ from loglens.schema import LINE_TABLES
 from loglens.store import Store, parse_data_name
 
 
-#: Worker threads parsing and writing segments.  Three were ~3 % faster on two cores (one of
-#: them busy while another is in Python or waits for polars' pool) but took ~0.2 GiB more: a
-#: log mixing every release's shapes peaked at 0.86 GiB against 0.66 with two, too close to the
-#: 1 GiB bound.  (Worker processes were tried: same wall time on 2 cores, ~10 % more CPU for
-#: start-up and re-reading, and more to go wrong.)
-PARSE_THREADS = 2
+#: Worker threads parsing and writing segments.  Three are ~3.5 % faster than two on two cores
+#: (a core is idle whenever both of two workers wait: for polars' pool to pick up and hand back
+#: each step, or for the GIL) and take ~0.15 GiB more: peak 0.75 GiB on a 1 GiB log, 0.86 GiB
+#: on a log mixing every release's shapes (with two: 0.6 and 0.7 GiB).  That fits the 1 GiB
+#: bound since polars' allocator uses one arena (loglens/__init__.py); before, three workers
+#: came within 0.15 GiB of it.  (Worker processes were tried: same wall time on 2 cores, ~10 %
+#: more CPU for start-up and re-reading, and more to go wrong.)
+PARSE_THREADS = 3
 
 
 class IngestError(Exception):
@@ -130,24 +132,26 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
                 f.unlink(missing_ok=True)
 
 
-def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, file_id: str) -> list[tuple[FileReport, int, int]]:
+def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, file_id: str, last: bool = False) -> tuple[list[tuple[FileReport, int, int]], LineParser]:
     """Parse and write chunks no record spans beyond (in a worker thread: polars releases the
-    GIL); returns (rows written, blank lines, bytes) per chunk."""
+    GIL); returns (rows written, blank lines, bytes) per chunk, and the parser.  The file's
+    `last` segment keeps its last record back (the file may grow): the caller finishes it."""
     parser = LineParser()
     out = []
     for i, (chunk, first_no) in enumerate(segment):
         held = parser.pending_start
-        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=(i == len(segment) - 1), ansi=may_hold(chunk.data, b"\x1b"))
+        final = not last and i == len(segment) - 1
+        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=final, ansi=may_hold(chunk.data, b"\x1b"))
         written = FileReport(source=source)
         _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", written)
         out.append((written, parsed.blank_lines, len(chunk.data)))
-    return out
+    return out, parser
 
 
-def _collect(results: list[tuple[FileReport, int, int]], report: FileReport, on_progress) -> int:
+def _collect(results: tuple[list[tuple[FileReport, int, int]], LineParser], report: FileReport, on_progress) -> int:
     """Add what a worker wrote to the report; returns the blank lines."""
     blanks = 0
-    for written, blank_lines, nbytes in results:
+    for written, blank_lines, nbytes in results[0]:
         for k, v in written.rows.items():
             report.rows[k] = report.rows.get(k, 0) + v
         for k, v in written.unknown_keys.items():
@@ -197,10 +201,10 @@ def ingest_file(
         blanks_before = prev["blank_lines"] - (prev["tail_blank_lines"] or 0)
         report.status = "grown"
     # Segments are runs of chunks that no record spans (cut before a `[`-prefixed line); they
-    # are parsed and written independently, two at a time, by worker threads (polars and
-    # pyarrow release the GIL) while this thread reads ahead.  The last segment is parsed here
-    # (while the workers finish), so its held-back record and an unterminated last line can be
-    # resumed.
+    # are parsed and written independently, PARSE_THREADS at a time, by worker threads (polars
+    # and pyarrow release the GIL) while this thread reads ahead.  The last segment goes to a
+    # worker too, which keeps its last record back; its parser comes back here, so that record
+    # and an unterminated last line are finished (or left to resume) by this thread.
     total_blank = 0
     consumed = start
     partial = None
@@ -228,18 +232,14 @@ def ingest_file(
             if segments:
                 futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
             segments.append(current)
-        # the last segment is parsed here while the workers finish theirs
-        parser = LineParser()
-        for chunk, first_no in segments[0] if segments else []:
-            frame = lines_frame(chunk.data, first_no, chunk.start)
-            held = parser.pending_start
-            parsed = parser.feed(frame, ansi=may_hold(chunk.data, b"\x1b"))
-            _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", report)
-            total_blank += parsed.blank_lines
-            if on_progress:
-                on_progress(len(chunk.data))
+        last = pool.submit(_parse_segment, segments[0], store, source, file_id, True) if segments else None
         while futures:
             total_blank += _collect(futures.popleft().result(), report, on_progress)
+        parser = LineParser()
+        if last is not None:
+            results = last.result()
+            total_blank += _collect(results, report, on_progress)
+            parser = results[1]
     pend = parser.pending_start
     if pend is not None:
         resume_line, resume_at = pend
