@@ -14,6 +14,7 @@ read resumes at their first line, so a line completed later is never counted twi
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +40,16 @@ from loglens.store import Store, parse_data_name
 #: came within 0.15 GiB of it.  (Worker processes were tried: same wall time on 2 cores, ~10 %
 #: more CPU for start-up and re-reading, and more to go wrong.)
 PARSE_THREADS = 3
+
+
+def parse_threads() -> int:
+    """`$LOGLENS_PARSE_THREADS` (a positive integer: fewer use less memory), else PARSE_THREADS."""
+    value = os.environ.get("LOGLENS_PARSE_THREADS", "").strip()
+    if not value:
+        return PARSE_THREADS
+    if not value.isdigit() or int(value) < 1:
+        raise IngestError(f"LOGLENS_PARSE_THREADS={value!r}: expected a positive integer")
+    return int(value)
 
 
 class IngestError(Exception):
@@ -211,7 +222,8 @@ def ingest_file(
     segments: list[list[tuple[Chunk, int]]] = []
     current: list[tuple[Chunk, int]] = []
     futures: deque = deque()
-    with ThreadPoolExecutor(max_workers=PARSE_THREADS) as pool:
+    threads = parse_threads()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         for chunk in iter_chunks(path, start, CHUNK_BYTES):
             if not chunk.complete:
                 partial = chunk if partial_lines else None
@@ -226,7 +238,7 @@ def ingest_file(
                 current = []
             # a segment is handed over only when a worker is free (none waits in the pool's
             # queue): one chunk less in memory, and measured no slower
-            while len(futures) >= PARSE_THREADS or (futures and futures[0].done()):
+            while len(futures) >= threads or (futures and futures[0].done()):
                 total_blank += _collect(futures.popleft().result(), report, on_progress)
         if current:
             if segments:

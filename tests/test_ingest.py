@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from loglens.cli import app
@@ -128,6 +129,14 @@ def test_cli_ingest_summary_and_errors(tmp_path):
     assert r.exit_code == 2
 
 
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_bad_worker_thread_count_is_a_clear_error(tmp_path, monkeypatch, value):
+    log = write(tmp_path / "a.log", D.format(s=1))
+    monkeypatch.setenv("LOGLENS_PARSE_THREADS", value)
+    r = runner.invoke(app, ["ingest", str(log), "--store", str(tmp_path / "st")])
+    assert r.exit_code == 1 and "LOGLENS_PARSE_THREADS" in r.output and "Traceback" not in r.output
+
+
 def test_store_from_environment(tmp_path, monkeypatch):
     log = write(tmp_path / "a.log", D.format(s=1))
     monkeypatch.setenv("LOGLENS_STORE", str(tmp_path / "envstore"))
@@ -151,10 +160,14 @@ def _tables(store: Store) -> dict[str, pl.DataFrame]:
     return {t: store.read(t).drop("file_id", "source").sort("line_no") for t in ("decode", "prefill", "http", "events", "rejects", "config")}
 
 
-def test_chunks_parsed_by_worker_threads_give_the_rows_of_one_piece(tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", ["1", "2", "3", ""])
+def test_chunks_parsed_by_worker_threads_give_the_rows_of_one_piece(tmp_path, monkeypatch, workers):
     """The sample log cut into ~50 chunks of 1 KiB (tracebacks, start-up dump, partial last line)
-    and parsed by worker threads gives exactly the rows of a single read."""
+    and parsed by worker threads (`$LOGLENS_PARSE_THREADS` of them, or the default) gives
+    exactly the rows of a single read."""
     import loglens.ingest as ingest
+
+    monkeypatch.setenv("LOGLENS_PARSE_THREADS", workers)
 
     text = (ROOT / "sample_logs" / "sglang-glm5.log").read_text()
     log = write(tmp_path / "glm5.log", text + "[2026-02-19 01:00:00 TP0] Traceback (most recent call last):\n  File \"x\", line 1\nValueError: x\n[2026-02-19 01:00:01 TP0] Decode batch, #running")
