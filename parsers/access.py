@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .glued import GLUED, set_aside_glued
+
 #: does a message look like an access line at all (cheap test used for classification)
 LOOKS_LIKE = r'^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+\S* - "'
 
@@ -41,21 +43,26 @@ def _by_regex(df: pl.DataFrame) -> pl.DataFrame:
     ).drop("_g")
 
 
-def _lookup(keys: pl.Series, pattern: str, names: list[str], ints: tuple[str, ...] = ()) -> list[pl.Series]:
+def _lookup(keys: pl.Series, pattern: str, names: list[str], ints: tuple[str, ...] = (), flag: str | None = None) -> list[pl.Series]:
     """The groups of `pattern` in each key (null where it does not match), matched once per
     distinct key: each key's row of the small table is its code as an enum of the distinct keys
     (cheaper than a join).  The groups named in `ints` are cast to Int32 (in the small table).
-    Mostly distinct keys are matched one by one (the table would be as large as the keys)."""
+    Mostly distinct keys are matched one by one (the table would be as large as the keys).
+    With `flag`, last comes whether each key holds a match of that regex."""
     distinct = keys.drop_nulls().unique()
     if len(distinct) > len(keys) // 2:  # mostly distinct keys (a path per request, say): match each
-        groups, codes = keys.str.extract_groups(pattern).struct.unnest(), None
+        table, codes = keys, None
     else:
-        groups, codes = distinct.str.extract_groups(pattern).struct.unnest(), keys.cast(pl.Enum(distinct)).to_physical()
+        table, codes = distinct, keys.cast(pl.Enum(distinct)).to_physical()
+    groups = table.str.extract_groups(pattern).struct.unnest()
     out = []
     for i, name in enumerate(names):
         col = groups.get_column(str(i + 1))
         col = col.cast(pl.Int32, strict=False) if name in ints else col
         out.append((col if codes is None else col.gather(codes)).alias(name))
+    if flag is not None:
+        hit = table.str.contains(flag)
+        out.append(hit if codes is None else hit.gather(codes))
     return out
 
 
@@ -80,9 +87,11 @@ def _split_fields(df: pl.DataFrame) -> tuple[list[pl.Series], pl.Series]:
     raw = who.cast(pl.Binary)
     port = raw.bin.slice(q + 1).cast(pl.String).cast(pl.Int32, strict=False).alias("client_port")
     level, addr = _lookup(raw.bin.head(q).cast(pl.String), _WHO, ["level", "client_addr"])
-    method, path, version, status, text = _lookup(req, _REQUEST, ["method", "path", "http_version", "status", "status_text"], ints=("status",))
-    # a request that does not parse makes a reject: left to the regex, like every row not parsed here
-    ok = level.is_not_null() & status.is_not_null() & (compact.str.len_bytes() == msg.str.len_bytes())
+    # (a glued line's prefix holds spaces: in a line parsed here, only the request's phrase can hold it)
+    method, path, version, status, text, glued = _lookup(req, _REQUEST, ["method", "path", "http_version", "status", "status_text"], ints=("status",), flag=GLUED[1:])
+    # a request that does not parse makes a reject: left to the regex, like every row not parsed
+    # here; so is a line that may be two lines glued (`parse_access` looks)
+    ok = level.is_not_null() & status.is_not_null() & (compact.str.len_bytes() == msg.str.len_bytes()) & ~glued
     return [level, method, path, text, addr, port, version, status], ok.fill_null(False).alias("_ok")
 
 
@@ -93,15 +102,21 @@ def _by_split(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows whose `msg` looks like an access line → (http rows, rejects), both in input order."""
+    """Rows whose `msg` looks like an access line → (http rows, rejects), both in input order.
+
+    Rejects carry `line_no`, `raw`, `reason` and `family` (`http`, or `glued` for two lines
+    glued into one: see `glued`)."""
     fields, ok = _split_fields(df)
     keep = [c for c in df.columns if c not in ("line", "msg", "family", "byte_off", *_FIELDS) and not c.startswith("_")]
     if ok.all():  # the common case: every row parsed (so none is a reject)
-        rejects = pl.DataFrame(schema={"line_no": df.schema["line_no"], "raw": df.schema["line"], "reason": pl.String})
+        rejects = pl.DataFrame(schema={"line_no": df.schema["line_no"], "raw": df.schema["line"], "reason": pl.String, "family": pl.String})
         return df[keep].hstack(fields), rejects
     split = df.with_columns(*fields, ok).with_row_index("_access_row")
-    slow = _by_regex(split.filter(~pl.col("_ok")).drop(_FIELDS))
+    rest, glued = set_aside_glued(split.filter(~pl.col("_ok")).drop(_FIELDS))
+    slow = _by_regex(rest)
     out = pl.concat([split.filter(pl.col("_ok")), slow], how="diagonal_relaxed").sort("_access_row")
     status = pl.col("status")
-    rejects = out.filter(status.is_null()).select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"))
+    rejects = out.filter(status.is_null()).select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"), pl.lit("http").alias("family"))
+    if glued is not None:
+        rejects = pl.concat([rejects, glued], how="vertical_relaxed").sort("line_no")
     return out.filter(status.is_not_null()).select(*keep, *_ORDER), rejects

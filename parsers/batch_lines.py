@@ -22,6 +22,7 @@ from .batch_one_pass import VECTOR_KEYS, apply_all
 from .batch_plans import HITS as _HITS
 from .batch_plans import PLANS as _PLANS
 from .batch_plans import Plan, apply_plan, plan_for_shape, rows_only, typed_rows
+from .glued import set_aside_glued
 
 _SWA_PAIR = (
     r"#token: full=(\d+), swa=(\d+), token usage: full=([\d.]+), swa=([\d.]+)",
@@ -84,7 +85,8 @@ def _shape_expr() -> pl.Expr:
 def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Rows of one family (`line_no`, `line`, `msg`, prefix columns) → (typed rows, rejects, unknown keys).
 
-    Rejects carry `line_no`, `raw`, `reason`."""
+    Rejects carry `line_no`, `raw`, `reason` and `family` (`table`, or `glued` for two lines
+    glued into one: see `glued`)."""
     schema = DECODE if table == "decode" else PREFILL
     rows, rejects, unknown = [], [], {}
     if sum(n for k, n in _HITS.items() if k[0] == table) < CENSUS and df.height > 2 * CENSUS:
@@ -97,11 +99,12 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
         _tolerant(df, table, schema, rows, rejects, unknown)
     good = pl.concat(rows, how="diagonal_relaxed") if rows else pl.DataFrame()
     bad = (
-        pl.concat(rejects, how="vertical_relaxed")
+        pl.concat(rejects, how="diagonal_relaxed")
         if rejects
-        else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String})
+        else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String, "family": pl.String})
     )
-    return rows_only(good), bad, unknown
+    family = pl.coalesce(pl.col("family"), pl.lit(table)) if "family" in bad.columns else pl.lit(table)
+    return rows_only(good), bad.with_columns(family=family), unknown
 
 
 #: the header the split fast path accepts: `Decode batch, key: v, ...` or `Decode batch. key: v, ...`
@@ -125,7 +128,8 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
     if sum(_HITS[k] for k in top) < SPLIT_SHARE * sum(_HITS[k] for k in seen):
         return df
     plans = [(k, _PLANS[k]) for k in top]
-    plans = [(k, p) for k, p in plans if p.ok and k[1].split("|", 1)[0] in (",", ".")]
+    # (a key holding a `[`: its lines are left to the tolerant path, which looks for glued lines)
+    plans = [(k, p) for k, p in plans if p.ok and k[1].split("|", 1)[0] in (",", ".") and "[" not in k[1]]
     if not plans or df.height == 0:
         return df
     n_max = max(len(p.keys) for _, p in plans)
@@ -151,8 +155,10 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
             checks += [pl.col(f"_f{last + 1}") == "", pl.col(f"_f{last + 2}").is_null()]
         else:
             checks += [pl.col(f"_f{last + 1}").is_null(), ~pl.col(f"_v{n - 1}").str.ends_with(" ")]
-        # a `,` inside a text value: the tolerant path cuts differently (numbers with one fail to parse anyway)
-        checks += [~pl.col(v).str.contains(",", literal=True) for v in texts]
+        # a `,` inside a text value: the tolerant path cuts differently (numbers with one fail to
+        # parse anyway); a `[`: the tolerant path looks for a glued line.  So no message taken
+        # here holds a `[`
+        checks += [~pl.col(v).str.contains(r"[,\[]") for v in texts]
         rest = rest.with_columns(**values).with_columns(_hit=pl.all_horizontal(checks).fill_null(False))
         hits = rest.select(pl.col("_hit").sum()).item()
         if hits == 0:
@@ -175,7 +181,13 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
 
 def _tolerant(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> None:
     """Any header and grammar: shapes computed per line, a plan per shape, and all lines of
-    ordinary plans cut and typed in one pass (`batch_one_pass.apply_all`)."""
+    ordinary plans cut and typed in one pass (`batch_one_pass.apply_all`).  Two lines glued
+    into one are set aside first, as rejects of their own."""
+    df, glued = set_aside_glued(df)
+    if glued is not None:
+        rejects.append(glued)
+    if df.height == 0:
+        return
     df = _header(df, table)
     # normalise legacy grammars into `key: value, key: value`
     b = pl.col("_body").str.strip_chars_end(" ")

@@ -28,8 +28,6 @@ _CONTINUATION = (
     r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception|\[rank\d+\]:"
     r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b|[\w.]+: )"
 )
-# another log line's prefix glued onto this one (a lost newline in a paste)
-_GLUED = r".\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] "
 _LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.UInt8}
 #: first bytes of a line that may hold only whitespace (`\s`: ASCII, or the lead byte of U+0085,
 #: U+00A0, U+1680, U+2000–U+205F, U+3000)
@@ -63,7 +61,7 @@ _PREFILL_HEADS = sorted({s[:12] for s in _PREFILL_STARTS})
 #: a Prefill or an access line (one anchored regex for both; the first 12 characters tell which)
 _PREFILL_OR_ACCESS = "^(?:" + "|".join(_PREFILL_STARTS) + "|" + ACCESS_LIKE.removeprefix("^") + ")"
 #: where a line goes (an enum: comparing and filtering on it is far cheaper than on strings)
-FAMILY = pl.Enum(["blank", "decode", "prefill", "http", "event", "glued"])
+FAMILY = pl.Enum(["blank", "decode", "prefill", "http", "event"])
 
 
 def _family(df: pl.DataFrame) -> pl.DataFrame:
@@ -91,15 +89,8 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("http", FAMILY))
         .otherwise(pl.lit("event", FAMILY))
     )
-    df = df.with_columns(family=fam).drop("_head", "_either")
-    # a second `[date time ...] ` inside the line: two lines glued (literal pre-test on the
-    # message — a valid prefix holds no `[` — then the regex)
-    maybe = msg.str.contains("[", literal=True) & pl.col("family").is_in(["decode", "prefill", "http"])
-    idx = df.select(maybe.arg_true()).to_series()
-    if idx.len():  # the regex on those lines only (an unanchored regex over every line is costly)
-        hit = df.select(line.gather(idx).str.contains(_GLUED)).to_series()
-        df = df.with_columns(df.get_column("family").scatter(idx.filter(hit), "glued"))
-    return df
+    # (two lines glued into one are found by the Decode, Prefill and access parsers: `glued`)
+    return df.with_columns(family=fam).drop("_head", "_either")
 
 
 def _continuations(df: pl.DataFrame) -> pl.Series:
@@ -162,19 +153,14 @@ class LineParser:
             if part.height:
                 good, bad, unknown = parse_batch_lines(part, table)
                 out.tables[table] = good
-                rejects.append(bad.with_columns(family=pl.lit(table)))
+                rejects.append(bad)
                 for k, v in unknown.items():
                     out.unknown_keys[k] = out.unknown_keys.get(k, 0) + v
         part = lean.filter(fam == "http")
         if part.height:
             good, bad = parse_access(part)
             out.tables["http"] = good
-            rejects.append(bad.with_columns(family=pl.lit("http")))
-        glued = df.filter(fam == "glued")
-        if glued.height:
-            rejects.append(
-                glued.select("line_no", pl.col("line").alias("raw"), pl.lit("two log lines glued together (lost newline)").alias("reason"), family=pl.lit("glued"))
-            )
+            rejects.append(bad)
         out.tables["events"] = event_rows(df.filter((fam == "event") | (fam == "blank")))
         rej = [r for r in rejects if r.height]
         if rej:

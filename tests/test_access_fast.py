@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from loglens.parsers.access import _FIELDS, _ORDER, _REASON, _by_regex, _by_split, parse_access
+from loglens.parsers.glued import set_aside_glued
 
 # characters that make a piece odd: whitespace other than a space (\s is Unicode-aware in the
 # grammar), non-ASCII letters and digits (\d is too), quotes, colons, separators' parts
@@ -42,7 +43,7 @@ def _access_msg(draw) -> str:
     prefix = f"{v['level']}:" + (" " * max(1, 9 - len(v["level"])) if v["pad"] is None else v["pad"])
     who = v["addr"] + ("" if v["port"] is None else f":{v['port']}")
     msg = f'{prefix}{who} - "{v["method"]} {v["path"]} HTTP/{v["version"]}" {v["status"]}{v["phrase"]}'
-    damage = draw(st.sampled_from(["none"] * 5 + ["cut", "append", "insert"]))
+    damage = draw(st.sampled_from(["none"] * 5 + ["cut", "append", "insert", "glue"]))
     if damage == "cut":
         msg = msg[: draw(st.integers(0, len(msg)))]
     elif damage == "append":
@@ -50,6 +51,9 @@ def _access_msg(draw) -> str:
     elif damage == "insert":
         at = draw(st.integers(0, len(msg)))
         msg = msg[:at] + draw(st.text(alphabet=_ODD, min_size=1, max_size=3)) + msg[at:]
+    elif damage == "glue":  # another line's prefix (and maybe message) inside this one
+        at = draw(st.integers(0, len(msg)))
+        msg = msg[:at] + draw(st.sampled_from(["[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 1", "[2026-02-19 00:27:16] ", "[2026-02-19 00:27:16"])) + msg[at:]
     return msg
 
 
@@ -66,10 +70,14 @@ def _frame(msgs: list[str | None]) -> pl.DataFrame:
 
 
 def _reference(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`parse_access` by the regex alone."""
-    out = _by_regex(df)
+    """`parse_access` by the regex alone, on every line that is not two lines glued into one
+    (those are set aside first, by the rule in `glued`)."""
+    rest, glued = set_aside_glued(df)
+    out = _by_regex(rest)
     bad = out.filter(pl.col("status").is_null())
-    rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"))
+    rejects = bad.select("line_no", pl.col("line").alias("raw"), pl.lit(_REASON).alias("reason"), pl.lit("http").alias("family"))
+    if glued is not None:
+        rejects = pl.concat([rejects, glued]).sort("line_no")
     good = out.filter(pl.col("status").is_not_null())
     drop = {"line", "msg", "family", "byte_off", *_FIELDS}
     return good.select(*(c for c in good.columns if c not in drop and not c.startswith("_")), *_ORDER), rejects
@@ -86,6 +94,7 @@ def _assert_same(msgs: list[str | None]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_access_msg(), min_size=1, max_size=12))
 @example(['INFO:     é:5 - "GET / HTTP/1.1" 200 OK'])  # byte offsets, not characters
+@example(['INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK[2026-02-19 00:27:16 TP0] Decode batch, #running-req: 1'])  # glued
 @example(['INFO:     1.2.3.4:5 - "GET /x HTTP/\u0662" 200 OK'])  # a non-ASCII digit in the version
 @example(['INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK - "x'])  # the separator again in the phrase
 @example(['INFO:     a:1:2 - "GET / HTTP/1.1" 200 ', 'INFO:     :5 - "GET / HTTP/1.1" 200 OK'])
