@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
 from loglens.cli.common import (
@@ -37,6 +36,8 @@ def ingest(
         fail("no log files found in " + ", ".join(logs) + ".")
     try:
         if progress_enabled() and not as_json:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn  # (only on a terminal: ~15 ms)
+
             total = sum(logical_size(f) for f in files)
             with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("ingesting", total=total)
