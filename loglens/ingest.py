@@ -152,7 +152,7 @@ def _parse_segment(segment: list[tuple[Chunk, int]], store: Store, source: str, 
     for i, (chunk, first_no) in enumerate(segment):
         held = parser.pending_start
         final = not last and i == len(segment) - 1
-        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start), final=final, ansi=may_hold(chunk.data, b"\x1b"))
+        parsed = parser.feed(lines_frame(chunk.data, first_no, chunk.start, chunk.newlines), final=final, ansi=may_hold(chunk.data, b"\x1b"))
         written = FileReport(source=source)
         _write(store, parsed, source, file_id, f"{file_id}-{(held[0] if held else first_no):012d}", written)
         out.append((written, parsed.blank_lines, len(chunk.data)))

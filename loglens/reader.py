@@ -68,12 +68,12 @@ def sha1(data: bytes) -> str:
 LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.UInt8}
 
 
-def lines_frame(chunk: bytes, first_line_no: int, first_byte: int) -> pl.DataFrame:
+def lines_frame(chunk: bytes, first_line_no: int, first_byte: int, newlines: np.ndarray | None = None) -> pl.DataFrame:
     """`chunk` (every line ends with `\\n`, except possibly the last) → `line_no`, `byte_off`,
-    `line`, `_first`."""
+    `line`, `_first`.  `newlines`: where the chunk's `\\n` are, if already known (`Chunk`)."""
     if not len(chunk):
         return pl.DataFrame(schema=LINES_SCHEMA)
-    starts, stops = _line_bounds(chunk)
+    starts, stops = _line_bounds(chunk, newlines)
     byte_off = starts + first_byte  # file offsets, from the bytes as they are on disk
     if not _is_ascii(chunk):
         try:
@@ -190,10 +190,11 @@ def _lowest_bit(w: np.ndarray) -> np.ndarray:
     return np.bitwise_count(low)
 
 
-def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and stop (exclusive, without the line ending) of every line."""
+def _line_bounds(chunk: bytes, ends: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and stop (exclusive, without the line ending) of every line (`ends`: the newline
+    positions, if known; not changed here)."""
     arr = np.frombuffer(chunk, dtype=np.uint8)
-    ends = _newline_positions(chunk)
+    ends = _newline_positions(chunk) if ends is None else ends
     if len(ends) == 0 or ends[-1] != len(chunk) - 1:
         ends = np.append(ends, len(chunk))  # an unterminated last line
     starts = np.empty(len(ends), dtype=np.int64)
@@ -205,6 +206,8 @@ def _line_bounds(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     # `\r\n` endings, and any run of `\r` before the end (a line is stripped of trailing \r and \n);
     # the byte before each end is read (a stop of 0 reads the chunk's last byte: filtered below)
     cr = np.flatnonzero(arr[stops - 1] == 13)
+    if cr.size:
+        stops = stops.copy()  # (the caller's newline positions stay as they are)
     while cr.size:
         cr = cr[stops[cr] > starts[cr]]
         stops[cr] -= 1
@@ -263,6 +266,8 @@ class Chunk:
     complete: bool  # False for an unterminated last line
     ends_record: bool = False  # the next chunk starts with a `[`-prefixed line: no record spans the cut
     lines: int = 0  # physical lines in data
+    #: where data's `\n` are (found while reading, for the line count; the parser reuses them)
+    newlines: np.ndarray | None = None
 
 
 def _cut(data: bytes | bytearray, end: int | None = None) -> tuple[int, bool]:
@@ -340,19 +345,14 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
             size = chunk_bytes
             if cut:
                 view = data[:cut]
-                yield Chunk(view, pos, True, clean, _count_newlines(view))
+                newlines = _newline_positions(view)
+                yield Chunk(view, pos, True, clean, len(newlines), newlines)
                 pos += cut
             if last:
                 if cut < n:
                     yield Chunk(data[cut:], pos, False, False, 1)
                 return
             del data, view
-
-
-def _count_newlines(view) -> int:
-    if len(view) < SERIES_LIMIT:
-        return int((_byte_series(view) == 10).sum())
-    return int(np.count_nonzero(np.frombuffer(view, dtype=np.uint8) == 10))
 
 
 def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int) -> Iterator[Chunk]:

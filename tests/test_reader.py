@@ -51,6 +51,11 @@ def check(data: bytes, first_line_no: int = 1, first_byte: int = 0) -> None:
         got = reader.lines_frame(chunk, first_line_no, first_byte)
         assert got.schema == expected.schema
         assert got.equals(expected), (data, got, expected)
+    # the newline positions found while reading, handed over: the same lines, and left as they were
+    newlines = reader._newline_positions(inner)
+    kept = newlines.copy()
+    assert reader.lines_frame(inner, first_line_no, first_byte, newlines).equals(expected)
+    assert np.array_equal(newlines, kept)
 
 
 @settings(max_examples=400, deadline=None)
@@ -79,7 +84,7 @@ def test_every_search_path_and_the_copying_path_match_the_reference(data):
 @pytest.mark.parametrize("every", [1, 2, 3, 17, 63, 64, 65, 139, 1000])
 def test_newline_positions_in_a_large_chunk(every, monkeypatch):
     """Many newlines per 64-bit word or few, and a length that is not a multiple of 64: the same
-    positions as `np.flatnonzero`, the same count."""
+    positions as `np.flatnonzero`."""
     rng = np.random.default_rng(every)
     size = 3 * 1024 * 1024 + 37
     arr = rng.integers(32, 127, size, dtype=np.uint8)
@@ -92,7 +97,7 @@ def test_newline_positions_in_a_large_chunk(every, monkeypatch):
             monkeypatch.setattr(reader, "DENSE_NEWLINES", dense)
             got = reader._newline_positions(arr.tobytes())
             assert got.dtype == np.int64 and np.array_equal(got, expected)
-        assert reader._count_newlines(memoryview(arr.tobytes())) == len(expected)
+        assert np.array_equal(reader._newline_positions(memoryview(arr.tobytes())), expected)  # a view, as chunks are
         assert reader._is_ascii(arr.tobytes()) and not reader._is_ascii(arr.tobytes() + b"\x80")
     monkeypatch.undo()
     # a large chunk of lines: the string views (prefix word, inline short lines) against the reference
