@@ -73,20 +73,21 @@ _REST_LIKE = r"^(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*$"
 
 
 def _parse_tails(tails: pl.Series) -> pl.DataFrame:
-    """Distinct 16-byte tails → `_tv` (a valid prefix ends in it), `_us` (fraction),
-    `_mo` (where the message starts in the line) and the rank columns."""
+    """Distinct 16-byte tails → `_mo` (where the message starts in the line; null where no
+    valid prefix ends in this tail), `_us` (fraction) and the rank columns."""
     df = pl.DataFrame({"_tail": tails})
     t = pl.col("_tail")
     pos = t.str.find("]", literal=True)
     rest = t.str.slice(0, pos)
     frac = rest.str.extract(r"^[.,](\d{1,6})")
+    # the byte after `]` must be inside the tail to know whether a space follows
+    valid = (pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False)
     df = df.with_columns(
-        # the byte after `]` must be inside the tail to know whether a space follows
-        _tv=(pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False),
         _us=(frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
         # where the message starts: after `]` and the space that follows it, if any (bytes,
-        # like the generic path's `find`: a valid bracket up to its tail is ASCII)
-        _mo=20 + pos + 1 + (t.str.slice(pos + 1, 1) == " ").fill_null(False).cast(pl.UInt32),
+        # like the generic path's `find`: a valid bracket up to its tail is ASCII); validity
+        # rides along as null (one column less to map back to every line)
+        _mo=pl.when(valid).then(20 + pos + 1 + (t.str.slice(pos + 1, 1) == " ").fill_null(False).cast(pl.UInt32)),
     )
     # rank tokens absent from every tail cost no regex (polars keeps only ~32 compiled regexes)
     present = [col for col, tok in RANK_TOKENS.items() if df.select(rest.str.contains(tok, literal=True).any()).item()]
@@ -140,12 +141,12 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     iso = pl.col("_iso") & pl.col("_sec").is_not_null() & ISO_FAST
     tails = _parse_tails(df.select(pl.col("_tail").filter(iso).unique().sort()).to_series())
     # rank columns absent from every tail (most logs print one or two) are not carried
-    tails = tails.select(c for c in tails.columns if c in ("_tail", "_tv", "_us", "_mo") or tails.get_column(c).null_count() < tails.height)
+    tails = tails.select(c for c in tails.columns if c in ("_tail", "_us", "_mo") or tails.get_column(c).null_count() < tails.height)
     # each line's row of `tails`: an enum's codes are the positions of its categories (far
     # cheaper than a join, which would gather every column of the frame)
     at = df.select(pl.col("_tail").cast(pl.Enum(tails.get_column("_tail")), strict=False).to_physical()).to_series()
     df = df.with_columns(tails.get_column(c).gather(at) for c in tails.columns if c != "_tail")
-    fast = (iso & pl.col("_tv")).fill_null(False)
+    fast = (iso & pl.col("_mo").is_not_null()).fill_null(False)
     ts = (pl.col("_sec") + pl.duration(microseconds=pl.col("_us"))).cast(DT)
     df = df.with_columns(_fast=fast).with_columns(
         ts=pl.when("_fast").then(ts),
@@ -168,7 +169,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     nulls = [c for c in PREFIX_COLUMNS if df.get_column(c).null_count() == df.height]
     df = df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in nulls)
     df = df.with_columns(_pfx=pl.col("_valid"), msg=body.str.slice(pl.col("_off")))
-    return df.drop("_body", "_tail", "_sec", "_iso", "_tv", "_us", "_mo", "_fast", "_valid", "_off")
+    return df.drop("_body", "_tail", "_sec", "_iso", "_us", "_mo", "_fast", "_valid", "_off")
 
 
 def first_byte(line: pl.Expr) -> pl.Expr:
