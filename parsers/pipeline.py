@@ -164,8 +164,12 @@ class LineParser:
         out.tables["events"] = event_rows(df.filter((fam == "event") | (fam == "blank")))
         rej = [r for r in rejects if r.height]
         if rej:
-            ts = df.select("line_no", "ts")
-            out.tables["rejects"] = pl.concat(rej, how="vertical_relaxed").join(ts, on="line_no", how="left")
+            bad = pl.concat(rej, how="vertical_relaxed")
+            first = df.item(0, "line_no")
+            if df.item(-1, "line_no") - first == df.height - 1:  # consecutive lines: ts by position
+                out.tables["rejects"] = bad.with_columns(ts=df.get_column("ts").gather(bad.get_column("line_no") - first))
+            else:
+                out.tables["rejects"] = bad.join(df.select("line_no", "ts"), on="line_no", how="left")
         cfg = self._config(out.tables["events"])
         if cfg is not None:
             out.tables["config"] = cfg
