@@ -195,3 +195,21 @@ def test_undated_log_and_second_call_from_the_cache(tmp_path):
     first = invoke("--bench", bench, "--store", store, "--json").stdout
     assert list((Path(store) / ".cache").glob("segments-*.parquet"))
     assert invoke("--bench", bench, "--store", store, "--json").stdout == first
+
+
+def test_scores_without_evidence_are_the_scores_with_it():
+    """`align` scores every record against every candidate run without building the evidence
+    text, and explains the pairs it picks: the scores must not depend on the explaining."""
+    from loglens.bench import load_bench
+    from loglens.reconcile import align
+    from loglens.runs import run_segments
+    from loglens.store import Store
+
+    store, bench, other = small_sim()
+    segments = run_segments(Store(store))
+    records = [*load_bench(bench), *load_bench(other)]
+    pairs = [(r, s, k) for r in records for s in segments for k in (s.candidates or [None])]
+    assert len(pairs) >= 4
+    for r, s, k in pairs:
+        quick, full = align.score(r, s, k, explain=False), align.score(r, s, k)
+        assert quick[:3] == full[:3] and quick[3] == [] and full[3]

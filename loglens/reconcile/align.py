@@ -20,6 +20,7 @@ server-info call's second (or at the deprecation warning's millisecond), W1 − 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -71,8 +72,24 @@ def _warmup_count(seg: Segment, k: int) -> int:
     return k - i
 
 
+#: request counts by record, while it lives (a record is scored against every candidate run,
+#: ~100 000 times on a long log; counting its errors each time was a fifth of `align`)
+_COUNTS: dict[int, tuple[object, list[int]]] = {}
+
+
 def request_counts(rec) -> list[int]:
-    """Requests the run sent, most specific first."""
+    """Requests the run sent, most specific first (records are not changed once loaded)."""
+    hit = _COUNTS.get(id(rec))
+    if hit is not None and hit[0] is rec:
+        return hit[1]
+    if len(_COUNTS) > 1024:
+        _COUNTS.clear()
+    out = _request_counts(rec)
+    _COUNTS[id(rec)] = (rec, out)  # (holding the record keeps its id from being reused)
+    return out
+
+
+def _request_counts(rec) -> list[int]:
     failed = sum(1 for e in (rec.errors or []) if e) if isinstance(rec.errors, list) else None
     counts = [rec.num_prompts, (rec.completed + failed) if rec.completed is not None and failed is not None else None,
               rec.completed]
@@ -155,29 +172,33 @@ def place(seg: Segment, k: int, duration: float) -> tuple[float, float, list[str
     return start, start + duration, evidence, warnings
 
 
-def score(rec, seg: Segment, k_fixed: int | None = None) -> tuple[float, int, int, list[str]]:
+def score(rec, seg: Segment, k_fixed: int | None = None, explain: bool = True) -> tuple[float, int, int, list[str]]:
     """(score 0..1, first measured POST, requests, evidence) of a record against a segment (or a
-    run start `k_fixed` inside an unanchored one)."""
+    run start `k_fixed` inside an unanchored one).  `explain=False` leaves the evidence empty
+    (`align` scores every record against every candidate run, ~100 000 pairs on a long log, and
+    explains only the pairs it picks: the same scores)."""
     if k_fixed is None:
         k, n, how, s = _burst_for(rec, seg)
     else:
         k = k_fixed
         n, how, s = _burst_from(rec, seg, k)
-    evidence = [how]
+    evidence = [how] if explain else None
     d = rec.duration or 0.0
     first, last = seg.post_s[k], seg.post_s[min(k + n, len(seg.post_s)) - 1]
     if seg.end_s is not None and d > 0:
         span = seg.end_s - first
         diff = abs(span - d)
         s += 0.35 if diff <= 1.5 else 0.35 * max(0.0, 1 - (diff - 1.5) / max(5.0, 0.2 * d))
-        evidence.append(f"server-info call {span:.0f} s after the first request, duration {d:.2f} s")
+        if explain:
+            evidence.append(f"server-info call {span:.0f} s after the first request, duration {d:.2f} s")
     elif d > 0:
         s += 0.15 if last - first <= d + 1 else 0.0
-        evidence.append(f"requests arrive over {last - first:.0f} s, duration {d:.2f} s")
+        if explain:
+            evidence.append(f"requests arrive over {last - first:.0f} s, duration {d:.2f} s")
     want = BACKEND_ENDPOINTS.get(rec.backend or "")
     s += 0.05 if want is None else (0.1 if want == seg.endpoint else 0.0)
     s += _rate_score(rec, seg, first, last, n, evidence)
-    return min(s, 1.0), k, n, evidence
+    return min(s, 1.0), k, n, evidence or []
 
 
 def _wilson_hilferty(k: float, z: float) -> float:
@@ -186,6 +207,7 @@ def _wilson_hilferty(k: float, z: float) -> float:
     return k * max(0.0, 1.0 - c + z * math.sqrt(c)) ** 3
 
 
+@functools.lru_cache(maxsize=4096)
 def arrival_span_range(rate: float | None, n: int) -> tuple[float, float]:
     """Where the true first-to-last arrival span of n requests sent at `rate` can fall: ~0 (a
     burst: bench_serving sends every request at once) for an infinite rate; for a Poisson rate
@@ -201,7 +223,7 @@ def arrival_span_range(rate: float | None, n: int) -> tuple[float, float]:
     return lo, hi + dispatch
 
 
-def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: list[str]) -> float:
+def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: list[str] | None) -> float:
     """+0.1 if the arrival span fits the record's request rate, −0.1 if it cannot (an inf-rate
     burst arrives within a second or two, a rate-16 run of 64 over ~4 s), 0.05 if the log cannot
     say: a --max-concurrency cap (or a record too old to say whether there was one) paces the
@@ -214,20 +236,19 @@ def _rate_score(rec, seg: Segment, first: float, last: float, n: int, evidence: 
     span = last - first  # whole seconds: the true span is within ±1 s of it
     lo, hi = arrival_span_range(rate, n)
     fits = span - 1.0 <= hi and span + 1.0 >= lo
-    how = f"arrivals over {span:.0f} s at {rate:g} req/s (expected {lo:.1f}-{hi:.1f} s)"
     if fits:
-        evidence.append(how + ": consistent")
-        return 0.1
-    if "max_concurrency" in (getattr(rec, "missing", None) or []):
-        evidence.append(how + ", but the record has no max_concurrency key (clients before v0.3.6.post1): "
-                        "a cap may have paced them")
-        return 0.05
-    if seg.end_s is not None and seg.end_s - last <= 1.0:
-        evidence.append(how + ", but the last POST is at the server-info call: access lines at completion "
-                        "(not streamed?), not arrivals")
-        return 0.05
-    evidence.append(how + ": inconsistent")
-    return -0.1
+        result, why = 0.1, ": consistent"
+    elif "max_concurrency" in (getattr(rec, "missing", None) or []):
+        result, why = 0.05, (", but the record has no max_concurrency key (clients before v0.3.6.post1): "
+                             "a cap may have paced them")
+    elif seg.end_s is not None and seg.end_s - last <= 1.0:
+        result, why = 0.05, (", but the last POST is at the server-info call: access lines at completion "
+                             "(not streamed?), not arrivals")
+    else:
+        result, why = -0.1, ": inconsistent"
+    if evidence is not None:
+        evidence.append(f"arrivals over {span:.0f} s at {rate:g} req/s (expected {lo:.1f}-{hi:.1f} s)" + why)
+    return result
 
 
 def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
@@ -241,9 +262,9 @@ def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
         else:
             slots.append((seg, None))
     slots.sort(key=lambda sk: sk[0].post_s[sk[1] or 0])
-    table = [[score(r, seg, k) for seg, k in slots] for r in records]
+    table = [[score(r, seg, k, explain=False) for seg, k in slots] for r in records]
     picks = _monotone_match(table, MIN_SCORE)
-    return [None if j is None else _alignment(records[i], slots[j][0], table[i][j], j, len(slots), [t[0] for t in table[i]])
+    return [None if j is None else _alignment(records[i], slots[j][0], score(records[i], *slots[j]), j, len(slots), [t[0] for t in table[i]])
             for i, j in enumerate(picks)]
 
 
@@ -268,7 +289,7 @@ def _plausible(records: list, segments) -> list[Segment]:
     if not conds:
         return []
     keep = table.with_row_index("_i").filter(pl.any_horizontal(conds))["_i"].to_list()
-    return [segments[i] for i in keep if segments[i].endpoint in GEN_ENDPOINTS]
+    return [s for s in segments.take(keep) if s.endpoint in GEN_ENDPOINTS]
 
 
 def _monotone_match(table: list[list[tuple]], min_score: float) -> list[int | None]:
