@@ -8,7 +8,7 @@ writes the others `--reps` times with one polars thread and reports, per step, t
 time over the repetitions scaled to 32 MB (the README's "where the time goes" table).  Steps are
 timed by wrapping the pipeline's functions, so the figures add up to the whole parse step; the
 rest of `feed` (record structure, filters, the held-back record) is reported as "other".
-The real ingest runs two of these in parallel worker threads with polars' own pool.
+The real ingest runs three of these in parallel worker threads with polars' own pool.
 """
 
 from __future__ import annotations
