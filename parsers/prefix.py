@@ -21,8 +21,8 @@ import polars as pl
 from loglens.schema import DT
 
 ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
-_TS_LIKE = r"^(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*$"
-_GPU_LIKE = r"^gpu(?:_id)?=\d+$"
+_TS_LIKE = r"^(?:[0-9]{4}-[0-9][0-9]-[0-9][0-9][ T])?[0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:[.,][0-9]{1,6})?(?: [A-Z_]+[0-9]+)*$"
+_GPU_LIKE = r"^gpu(?:_id)?=[0-9]+$"
 RANK_TOKENS = {
     "dp_rank": "DP",
     "pp_rank": "PP",
@@ -41,7 +41,7 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
     df = df.with_columns(_valid=pfx.str.contains(_TS_LIKE) | pfx.str.contains(_GPU_LIKE))
     has_date = pfx.str.slice(4, 1) == "-"
     time_start = pl.when(has_date).then(11).otherwise(0)
-    frac = pfx.str.slice(time_start + 8).str.extract(r"^[.,](\d{1,6})")
+    frac = pfx.str.slice(time_start + 8).str.extract(r"^[.,]([0-9]{1,6})")
     micros = (frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
     clock = pfx.str.slice(time_start, 8).str.to_time("%H:%M:%S", strict=False)
     day = pl.when(has_date).then(pfx.str.slice(0, 10)).str.to_date("%Y-%m-%d", strict=False)
@@ -50,12 +50,12 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
     df = df.with_columns(
         ts=(day.cast(DT) + pl.duration(microseconds=us_of_day)).cast(DT),
         clock=(us_of_day * 1000).cast(pl.Time),
-        gpu=pfx.str.extract(r"^gpu(?:_id)?=(\d+)$").cast(pl.Int32),
+        gpu=pfx.str.extract(r"^gpu(?:_id)?=([0-9]+)$").cast(pl.Int32),
     )
     # rank tokens absent from every content (most logs print one or two) cost no regex
     present = df.select(**{col: pfx.str.contains(tok, literal=True).any() for col, tok in RANK_TOKENS.items()}).row(0, named=True)
     df = df.with_columns(
-        **{col: ranks.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) if present[col] else pl.lit(None, pl.Int32)
+        **{col: ranks.str.extract(rf"(?:^|\s){tok}([0-9]+)(?:\s|$)").cast(pl.Int32) if present[col] else pl.lit(None, pl.Int32)
            for col, tok in RANK_TOKENS.items()}
     )
     # an invalid content (`[http_server] ...`) is no prefix: its columns stay null
@@ -63,13 +63,13 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
 
 
 #: `[YYYY-MM-DD HH:MM:SS` then `]`, ` `, `.` or `,`: today's layout, read by position
-_ISO_HEAD = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:[0-5]\d[\]., ]"
+_ISO_HEAD = r"^\[[0-9]{4}-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-5][0-9][\]., ]"
 #: the bracket's tail after the seconds (fraction, rank tokens, `]`, and the byte after it) is
 #: looked up by the next 16 bytes: a constant slice (no copy), a few hundred distinct values
 _TAIL = 16
 #: take the fast path at all (False: every bracketed line takes the generic one; tests compare)
 ISO_FAST = True
-_REST_LIKE = r"^(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*$"
+_REST_LIKE = r"^(?:[.,][0-9]{1,6})?(?: [A-Z_]+[0-9]+)*$"
 
 
 def _parse_tails(tails: pl.Series) -> pl.DataFrame:
@@ -79,7 +79,7 @@ def _parse_tails(tails: pl.Series) -> pl.DataFrame:
     t = pl.col("_tail")
     pos = t.str.find("]", literal=True)
     rest = t.str.slice(0, pos)
-    frac = rest.str.extract(r"^[.,](\d{1,6})")
+    frac = rest.str.extract(r"^[.,]([0-9]{1,6})")
     # the byte after `]` must be inside the tail to know whether a space follows
     valid = (pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False)
     df = df.with_columns(
@@ -92,7 +92,7 @@ def _parse_tails(tails: pl.Series) -> pl.DataFrame:
     # rank tokens absent from every tail cost no regex (polars keeps only ~32 compiled regexes)
     present = [col for col, tok in RANK_TOKENS.items() if df.select(rest.str.contains(tok, literal=True).any()).item()]
     return df.with_columns(
-        **{col: rest.str.extract(rf"(?:^|\s){tok}(\d+)(?:\s|$)").cast(pl.Int32) if col in present else pl.lit(None, pl.Int32)
+        **{col: rest.str.extract(rf"(?:^|\s){tok}([0-9]+)(?:\s|$)").cast(pl.Int32) if col in present else pl.lit(None, pl.Int32)
            for col, tok in RANK_TOKENS.items()}
     )
 

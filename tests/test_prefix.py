@@ -88,3 +88,14 @@ def test_ray_process_prefix_is_split_off_only_where_a_bracket_follows():
 def test_colour_codes_are_removed_from_the_lines_that_have_them():
     df = pl.DataFrame({"line_no": [1, 2], "line": ["[2026-02-19 00:27:12] \x1b[32mINFO\x1b[0m:     x", "plain [1m"]})
     assert prefix.strip_ansi(df).get_column("line").to_list() == ["[2026-02-19 00:27:12] INFO:     x", "plain [1m"]
+
+
+def test_a_prefix_is_ascii_and_the_message_starts_right_after_it():
+    """Digits in a prefix are ASCII ones (what Python's logging prints): a bracket with other
+    Unicode digits (which `\\d` accepts) is no prefix, so the message is never cut by a byte
+    offset counted over multi-byte characters."""
+    lines = ["[2026-02-19 00:27:16 TP\u0663] Decode batch, #running-req: 1", "[2026-02-19 00:27:16.\u0663 TP0] x",
+             "[gpu_id=\u0663] y", "[2026-02-19 00:27:16 TP3] z"]
+    fast, slow = both(lines)
+    assert fast.equals(slow)
+    assert fast.select("_pfx", "msg").rows() == [(False, lines[0]), (False, lines[1]), (False, lines[2]), (True, "z")]
