@@ -32,9 +32,9 @@ from loglens.schema import LINE_TABLES
 from loglens.store import Store, parse_data_name
 
 
-#: Worker threads parsing and writing segments.  Three are ~3.5 % faster than two on two cores
+#: Worker threads parsing and writing segments.  Three are ~3 % faster than two on two cores
 #: (a core is idle whenever both of two workers wait: for polars' pool to pick up and hand back
-#: each step, or for the GIL) and take ~0.15 GiB more: peak 0.75 GiB on a 1 GiB log, 0.86 GiB
+#: each step, or for the GIL) and take ~0.15 GiB more: peak 0.76 GiB on a 1 GiB log, 0.88 GiB
 #: on a log mixing every release's shapes (with two: 0.6 and 0.7 GiB).  That fits the 1 GiB
 #: bound since polars' allocator uses one arena (loglens/__init__.py); before, three workers
 #: came within 0.15 GiB of it.  (Worker processes were tried: same wall time on 2 cores, ~10 %
