@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
+from loglens.parsers.batch_lines import fast_path_taken
 from loglens.parsers.pipeline import LineParser, Parsed
 from loglens.reader import Chunk
 from loglens.reader import CHUNK_BYTES, HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, may_hold, read_range, sha1, is_gzip
@@ -34,22 +35,33 @@ from loglens.store import Store, parse_data_name
 
 #: Worker threads parsing and writing segments.  Three are ~3 % faster than two on two cores
 #: (a core is idle whenever both of two workers wait: for polars' pool to pick up and hand back
-#: each step, or for the GIL) and take ~0.15 GiB more: peak 0.76 GiB on a 1 GiB log, 0.88 GiB
-#: on a log mixing every release's shapes (with two: 0.6 and 0.7 GiB).  That fits the 1 GiB
-#: bound since polars' allocator uses one arena (loglens/__init__.py); before, three workers
-#: came within 0.15 GiB of it.  (Worker processes were tried: same wall time on 2 cores, ~10 %
-#: more CPU for start-up and re-reading, and more to go wrong.)
+#: each step, or for the GIL) and take ~0.15 GiB more: peak 0.76 GiB on a 1 GiB log (two: 0.6).
+#: That fits the 1 GiB bound since polars' allocator uses one arena (loglens/__init__.py).  A
+#: log whose batch lines take the tolerant path (one mixing many releases' shapes) needs ~1.5x
+#: the memory per chunk: three workers peaked at 0.96 GiB on a 1 GiB one, so such a log gets
+#: TOLERANT_THREADS (0.74 GiB), decided from the shapes the parser has seen (two until the first
+#: chunk is parsed).  (Worker processes were tried: same wall time on 2 cores, ~10 % more CPU
+#: for start-up and re-reading, and more to go wrong.)
 PARSE_THREADS = 3
+TOLERANT_THREADS = 2
 
 
-def parse_threads() -> int:
-    """`$LOGLENS_PARSE_THREADS` (a positive integer: fewer use less memory), else PARSE_THREADS."""
+def parse_threads() -> tuple[int, bool]:
+    """(worker threads, whether the user chose them): `$LOGLENS_PARSE_THREADS` (a positive
+    integer, used as it is: fewer use less memory), else PARSE_THREADS."""
     value = os.environ.get("LOGLENS_PARSE_THREADS", "").strip()
     if not value:
-        return PARSE_THREADS
+        return PARSE_THREADS, False
     if not value.isdigit() or int(value) < 1:
         raise IngestError(f"LOGLENS_PARSE_THREADS={value!r}: expected a positive integer")
-    return int(value)
+    return int(value), True
+
+
+def _busy_limit(threads: int, chosen: bool) -> int:
+    """How many segments may be parsed at once now (see PARSE_THREADS)."""
+    if chosen or fast_path_taken():
+        return threads
+    return min(threads, TOLERANT_THREADS)
 
 
 class IngestError(Exception):
@@ -222,7 +234,7 @@ def ingest_file(
     segments: list[list[tuple[Chunk, int]]] = []
     current: list[tuple[Chunk, int]] = []
     futures: deque = deque()
-    threads = parse_threads()
+    threads, chosen = parse_threads()
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for chunk in iter_chunks(path, start, CHUNK_BYTES):
             if not chunk.complete:
@@ -238,13 +250,17 @@ def ingest_file(
                 current = []
             # a segment is handed over only when a worker is free (none waits in the pool's
             # queue): one chunk less in memory, and measured no slower
-            while len(futures) >= threads or (futures and futures[0].done()):
+            while len(futures) >= _busy_limit(threads, chosen) or (futures and futures[0].done()):
                 total_blank += _collect(futures.popleft().result(), report, on_progress)
         if current:
             if segments:
                 futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
             segments.append(current)
-        last = pool.submit(_parse_segment, segments[0], store, source, file_id, True) if segments else None
+        last = None
+        if segments:
+            while len(futures) >= _busy_limit(threads, chosen):  # (no more parses at once at the end either)
+                total_blank += _collect(futures.popleft().result(), report, on_progress)
+            last = pool.submit(_parse_segment, segments[0], store, source, file_id, True)
         while futures:
             total_blank += _collect(futures.popleft().result(), report, on_progress)
         parser = LineParser()

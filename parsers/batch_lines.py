@@ -121,11 +121,8 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
     `, `), and no text value holds a `,`.  A value that fails to parse sends the line back.
     Such lines give exactly the rows the tolerant path gives; every other line is returned
     for it."""
-    seen = sorted((k for k in _HITS if k[0] == table), key=lambda k: -_HITS[k])
-    top = seen[:FAST_SHAPES]
-    # each plan tried costs passes over the remaining rows: when the commonest shapes hold only
-    # part of the lines (a log mixing releases), the one-pass tolerant path is cheaper for all
-    if sum(_HITS[k] for k in top) < SPLIT_SHARE * sum(_HITS[k] for k in seen):
+    top = _fast_shapes(table, dict(_HITS))
+    if top is None:
         return df
     plans = [(k, _PLANS[k]) for k in top]
     # (a key holding a `[`: its lines are left to the tolerant path, which looks for glued lines)
@@ -177,6 +174,28 @@ def _split_known_shapes(df: pl.DataFrame, table: str, schema: dict, rows: list, 
     rest = pl.concat([rest, *back], how="diagonal_relaxed") if back else rest
     drop = [*names, "_hit", *(c for c in rest.columns if c.startswith("_v"))]
     return rest.drop(drop, strict=False).sort("line_no") if back else rest.drop(drop, strict=False)
+
+
+def _fast_shapes(table: str, hits: dict) -> list | None:
+    """The shapes the split fast path tries for `table`, or None when it is not taken: each
+    plan tried costs passes over the remaining rows, so when the commonest shapes hold only
+    part of the lines seen (a log mixing releases), the one-pass tolerant path is cheaper."""
+    seen = sorted((k for k in hits if k[0] == table), key=lambda k: -hits[k])
+    top = seen[:FAST_SHAPES]
+    if sum(hits[k] for k in top) < SPLIT_SHARE * sum(hits[k] for k in seen):
+        return None
+    return top
+
+
+def fast_path_taken() -> bool | None:
+    """Do this process's batch lines take the split fast path (None: none seen yet)?  The
+    tolerant path needs ~1.5x the memory per chunk, so ingest parses fewer chunks at once when
+    they do not."""
+    hits = dict(_HITS)  # (a copy: worker threads add to it)
+    tables = {k[0] for k in hits}
+    if not tables:
+        return None
+    return all(_fast_shapes(t, hits) is not None for t in tables)
 
 
 def _tolerant(df: pl.DataFrame, table: str, schema: dict, rows: list, rejects: list, unknown: dict) -> None:

@@ -213,3 +213,19 @@ def test_colour_codes_are_stripped_in_every_chunk_and_only_where_present(tmp_pat
     assert http.height == 403 and store.read("rejects").height == 0
     assert sorted(http.filter(pl.col("client_port") == 2).get_column("level").unique().to_list()) == ["INFO"]
     assert http.filter(pl.col("client_port") == 2).get_column("path").to_list() == ["/health"] * 3
+
+
+def test_fewer_chunks_at_once_when_batch_lines_take_the_tolerant_path(monkeypatch):
+    """Three workers while the split fast path carries the batch lines; two (TOLERANT_THREADS)
+    before any shape is known and when a log mixes many shapes (the tolerant path needs more
+    memory per chunk); a worker count the user chose is used as it is."""
+    import loglens.ingest as ingest
+    from loglens.parsers import batch_lines
+
+    one = {("decode", ",||#running-req:, #token:"): 1000, ("prefill", ",||#new-seq:, #new-token:"): 500}
+    many = {("decode", f",||k{i}:"): 100 for i in range(10)}
+    for hits, fast, limit in (({}, None, 2), (one, True, 3), ({**one, **many}, False, 2)):
+        monkeypatch.setattr(batch_lines, "_HITS", hits)
+        assert batch_lines.fast_path_taken() is fast
+        assert ingest._busy_limit(ingest.PARSE_THREADS, False) == limit
+        assert ingest._busy_limit(5, True) == 5
