@@ -6,10 +6,11 @@ the v0.1.17–v0.2.13 releases put `[gpu_id=N] ` / `[gpu=N] ` at the start of th
 adds `(SchedulerActor pid=…, ip=…) ` in front.  Rank tokens are a set: their order changed
 three times, so each is looked up on its own.
 
-Why it is fast: today's layout (`[YYYY-MM-DD HH:MM:SS[.fff][ RANKS]] `) is read by position —
-one strptime over a constant slice, one anchored regex to keep strptime honest, and the rest of
-the bracket looked up by its next 16 bytes, of which a log has a few hundred distinct values
-(parsed once each, mapped back through an enum's codes).  Any other bracket takes the generic
+Why it is fast: today's layout (`[YYYY-MM-DD HH:MM:SS[.fff][ RANKS]] `) is read by position, as
+two constant slices: the first 17 bytes (to the minute) and the next 19 (seconds, fraction, ranks,
+`]`), of which a chunk has a few hundred and a few thousand distinct values, each validated and
+parsed once and mapped back through an enum's codes — no per-line strptime or regex.  Any other
+bracket takes the generic
 path: its distinct contents are validated and parsed once each and joined back.  A property test
 holds the two paths to identical columns.
 """
@@ -62,32 +63,44 @@ def _parse_contents(contents: pl.Series) -> pl.DataFrame:
     return df.with_columns(**{c: pl.when(pl.col("_valid")).then(pl.col(c)) for c in PREFIX_COLUMNS})
 
 
-#: `[YYYY-MM-DD HH:MM:SS` then `]`, ` `, `.` or `,`: today's layout, read by position
-_ISO_HEAD = r"^\[[0-9]{4}-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-5][0-9][\]., ]"
-#: the bracket's tail after the seconds (fraction, rank tokens, `]`, and the byte after it) is
-#: looked up by the next 16 bytes: a constant slice (no copy), a few hundred distinct values
-_TAIL = 16
+#: today's layout (`[YYYY-MM-DD HH:MM:SS[.fff][ RANKS]] `) is read in two lookups by position:
+#: its first 17 bytes (`[YYYY-MM-DD HH:MM`: a chunk holds a few hundred distinct values) and
+#: the next 19 (`:SS`, fraction, rank tokens, `]` and the byte after it: a few thousand), each
+#: distinct value validated and parsed once
+_HEAD = 17
+_HEAD_LIKE = r"^\[[0-9]{4}-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]$"
+_TAIL = 19
 #: take the fast path at all (False: every bracketed line takes the generic one; tests compare)
 ISO_FAST = True
 _REST_LIKE = r"^(?:[.,][0-9]{1,6})?(?: [A-Z_]+[0-9]+)*$"
 
 
+def _parse_heads(heads: pl.Series) -> pl.DataFrame:
+    """Distinct 17-byte heads → `_min` (the minute they name; null where no valid prefix
+    starts so: strptime alone also takes ` 2026`, `+026`)."""
+    h = pl.col("_head")
+    minute = h.str.to_datetime("[%Y-%m-%d %H:%M", strict=False, time_unit="us")
+    return pl.DataFrame({"_head": heads}).with_columns(_min=pl.when(h.str.contains(_HEAD_LIKE)).then(minute))
+
+
 def _parse_tails(tails: pl.Series) -> pl.DataFrame:
-    """Distinct 16-byte tails → `_mo` (where the message starts in the line; null where no
-    valid prefix ends in this tail), `_us` (fraction) and the rank columns."""
+    """Distinct 19-byte tails → `_mo` (where the message starts in the line; null where no
+    valid prefix ends in this tail), `_us` (seconds and fraction) and the rank columns."""
     df = pl.DataFrame({"_tail": tails})
     t = pl.col("_tail")
     pos = t.str.find("]", literal=True)
-    rest = t.str.slice(0, pos)
+    rest = t.str.slice(3, pos - 3)  # after `:SS`
     frac = rest.str.extract(r"^[.,]([0-9]{1,6})")
-    # the byte after `]` must be inside the tail to know whether a space follows
-    valid = (pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False)
+    # `:SS` (no leap second: strptime would roll it over), and the byte after `]` must be
+    # inside the tail to know whether a space follows
+    valid = t.str.contains(r"^:[0-5][0-9]") & (pos < _TAIL - 1).fill_null(False) & rest.str.contains(_REST_LIKE).fill_null(False)
+    seconds = t.str.slice(1, 2).cast(pl.Int64, strict=False)
     df = df.with_columns(
-        _us=(frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
+        _us=seconds * 1_000_000 + (frac + pl.lit("000000")).str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0),
         # where the message starts: after `]` and the space that follows it, if any (bytes,
         # like the generic path's `find`: a valid bracket up to its tail is ASCII); validity
         # rides along as null (one column less to map back to every line)
-        _mo=pl.when(valid).then(20 + pos + 1 + (t.str.slice(pos + 1, 1) == " ").fill_null(False).cast(pl.UInt32)),
+        _mo=pl.when(valid).then(_HEAD + pos + 1 + (t.str.slice(pos + 1, 1) == " ").fill_null(False).cast(pl.UInt32)),
     )
     # rank tokens absent from every tail cost no regex (polars keeps only ~32 compiled regexes)
     present = [col for col, tok in RANK_TOKENS.items() if df.select(rest.str.contains(tok, literal=True).any()).item()]
@@ -95,6 +108,14 @@ def _parse_tails(tails: pl.Series) -> pl.DataFrame:
         **{col: rest.str.extract(rf"(?:^|\s){tok}([0-9]+)(?:\s|$)").cast(pl.Int32) if col in present else pl.lit(None, pl.Int32)
            for col, tok in RANK_TOKENS.items()}
     )
+
+
+def _lookup(df: pl.DataFrame, key: str, table: pl.DataFrame) -> list[pl.Series]:
+    """`table`'s columns (but `key`) for each row of `df`, by its `key` value: an enum's codes
+    are the positions of its categories (far cheaper than a join, which would gather every
+    column of the frame)."""
+    at = df.select(pl.col(key).cast(pl.Enum(table.get_column(key)), strict=False).to_physical()).to_series()
+    return [table.get_column(c).gather(at) for c in table.columns if c != key]
 
 
 def _generic(df: pl.DataFrame) -> pl.DataFrame:
@@ -133,21 +154,18 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
             body = part.select(line.str.replace(r"^\([^)]*\) ", "")).to_series()
             df = df.with_columns(df.get_column("proc").scatter(idx, part.get_column("_p")), df.get_column("_body").scatter(idx, body))
     body = pl.col("_body")
-    df = df.with_columns(
-        _tail=body.str.slice(20, _TAIL),
-        _sec=body.str.slice(1, 19).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"),
-        _iso=body.str.contains(_ISO_HEAD),  # strptime alone also takes ` 2026`, `+026`, `:60`
-    )
-    iso = pl.col("_iso") & pl.col("_sec").is_not_null() & ISO_FAST
+    df = df.with_columns(_head=body.str.slice(0, _HEAD), _tail=body.str.slice(_HEAD, _TAIL))
+    heads = _parse_heads(df.select(pl.col("_head").unique().drop_nulls().sort()).to_series())
+    if not ISO_FAST:
+        heads = heads.with_columns(_min=pl.lit(None, heads.schema["_min"]))
+    df = df.with_columns(_lookup(df, "_head", heads))
+    iso = pl.col("_min").is_not_null()
     tails = _parse_tails(df.select(pl.col("_tail").filter(iso).unique().sort()).to_series())
     # rank columns absent from every tail (most logs print one or two) are not carried
     tails = tails.select(c for c in tails.columns if c in ("_tail", "_us", "_mo") or tails.get_column(c).null_count() < tails.height)
-    # each line's row of `tails`: an enum's codes are the positions of its categories (far
-    # cheaper than a join, which would gather every column of the frame)
-    at = df.select(pl.col("_tail").cast(pl.Enum(tails.get_column("_tail")), strict=False).to_physical()).to_series()
-    df = df.with_columns(tails.get_column(c).gather(at) for c in tails.columns if c != "_tail")
+    df = df.with_columns(_lookup(df, "_tail", tails))
     fast = (iso & pl.col("_mo").is_not_null()).fill_null(False)
-    ts = (pl.col("_sec") + pl.duration(microseconds=pl.col("_us"))).cast(DT)
+    ts = (pl.col("_min") + pl.duration(microseconds=pl.col("_us"))).cast(DT)
     df = df.with_columns(_fast=fast).with_columns(
         ts=pl.when("_fast").then(ts),
         _valid=pl.col("_fast"),
@@ -169,7 +187,7 @@ def split_prefix(df: pl.DataFrame) -> pl.DataFrame:
     nulls = [c for c in PREFIX_COLUMNS if df.get_column(c).null_count() == df.height]
     df = df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in nulls)
     df = df.with_columns(_pfx=pl.col("_valid"), msg=body.str.slice(pl.col("_off")))
-    return df.drop("_body", "_tail", "_sec", "_iso", "_us", "_mo", "_fast", "_valid", "_off")
+    return df.drop("_body", "_head", "_tail", "_min", "_us", "_mo", "_fast", "_valid", "_off")
 
 
 def first_byte(line: pl.Expr) -> pl.Expr:
