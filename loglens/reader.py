@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,13 +271,20 @@ class Chunk:
     newlines: np.ndarray | None = None
 
 
+#: the one kind of line that starts with `[` and still continues the record above it: torch's
+#: `[rank0]: ...` lines of a rank's traceback (the parser's continuation rule)
+_RANK_LINE = re.compile(rb"\[rank[0-9]+\]:")
+
+
 def _cut(data: bytes | bytearray, end: int | None = None) -> tuple[int, bool]:
-    """Where to end a chunk (of `data[:end]`): before the last `[`-prefixed line if one is near
-    the end (then no traceback can span the cut, and chunks parse independently), else after the
-    last newline."""
+    """Where to end a chunk (of `data[:end]`): before the last line near the end that starts
+    with `[` and is not a `[rankN]:` line (then no record, a traceback say, spans the cut, and
+    chunks parse independently), else after the last newline."""
     end = len(data) if end is None else end
     window = max(0, end - 4 * 1024 * 1024)
     i = data.rfind(b"\n[", window, end)
+    while i >= 0 and _RANK_LINE.match(data, i + 1):
+        i = data.rfind(b"\n[", window, i)
     if i >= 0:
         return i + 1, True
     return data.rfind(b"\n", 0, end) + 1, False

@@ -23,9 +23,10 @@ from .prefix import first_byte, split_prefix, strip_ansi
 from .server_args import parse_server_args
 
 # a continuation line of a Python traceback (it has no `[...]` prefix of its own); torch
-# prefixes each line of a rank's traceback with `[rank0]:`
+# prefixes each line of a rank's traceback with `[rank0]:` (ASCII digits: the reader never cuts a
+# chunk before such a line, loglens.reader._cut)
 _CONTINUATION = (
-    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception|\[rank\d+\]:"
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above|The above exception|\[rank[0-9]+\]:"
     r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b|[\w.]+: )"
 )
 _LINES_SCHEMA = {"line_no": pl.Int64, "byte_off": pl.Int64, "line": pl.String, "_first": pl.UInt8}

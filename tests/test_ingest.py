@@ -229,3 +229,28 @@ def test_fewer_chunks_at_once_when_batch_lines_take_the_tolerant_path(monkeypatc
         assert batch_lines.fast_path_taken() is fast
         assert ingest._busy_limit(ingest.PARSE_THREADS, False) == limit
         assert ingest._busy_limit(5, True) == 5
+
+
+def test_a_rank_traceback_is_one_record_wherever_the_chunks_are_cut(tmp_path, monkeypatch):
+    """torch prints a rank's traceback as `[rank0]: ...` lines, which continue the record above
+    although they start with `[`: a chunk is never cut before one, so cutting the log into
+    chunks of any size gives the rows of one read."""
+    import loglens.ingest as ingest
+
+    lines = []
+    for i in range(30):
+        lines += [f"[2026-02-19 00:27:{i:02d} TP0] Decode batch, #running-req: 1, #token: 2, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0",
+                  f"[2026-02-19 00:27:{i:02d} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                  "[rank0]: Traceback (most recent call last):", '[rank0]:   File "x.py", line 1, in <module>', "[rank0]: ValueError: boom"]
+    log = write(tmp_path / "ranks.log", "\n".join(lines) + "\n")
+    one = Store(tmp_path / "one")
+    ingest_paths([log], one)
+    expected = _tables(one)
+    assert expected["events"].height == 30 and expected["events"].get_column("line_end").to_list()[0] == 5
+    for size in (150, 187, 298, 520, 705):
+        monkeypatch.setattr(ingest, "CHUNK_BYTES", size)
+        cut = Store(tmp_path / f"cut{size}")
+        ingest_paths([log], cut)
+        got = _tables(cut)
+        for t, df in expected.items():
+            assert got[t].equals(df), (size, t)
