@@ -265,7 +265,7 @@ class Chunk:
     data: bytes | memoryview
     start: int  # byte offset of data[0] in the file
     complete: bool  # False for an unterminated last line
-    ends_record: bool = False  # the next chunk starts with a `[`-prefixed line: no record spans the cut
+    ends_record: bool = False  # the next chunk starts with a `[` line that is no `[rankN]:` one: no record spans the cut
     lines: int = 0  # physical lines in data
     #: where data's `\n` are (found while reading, for the line count; the parser reuses them)
     newlines: np.ndarray | None = None
