@@ -223,11 +223,12 @@ def ingest_file(
         # blank lines among the re-read tail are counted again below
         blanks_before = prev["blank_lines"] - (prev["tail_blank_lines"] or 0)
         report.status = "grown"
-    # Segments are runs of chunks that no record spans (cut before a line that starts a record: `reader._cut`); they
-    # are parsed and written independently, PARSE_THREADS at a time, by worker threads (polars
-    # and pyarrow release the GIL) while this thread reads ahead.  The last segment goes to a
-    # worker too, which keeps its last record back; its parser comes back here, so that record
-    # and an unterminated last line are finished (or left to resume) by this thread.
+    # Segments are runs of chunks that no record spans (each cut is before a line that starts a
+    # record: `reader._cut`); they are parsed and written independently, PARSE_THREADS at a
+    # time, by worker threads (polars and pyarrow release the GIL) while this thread reads
+    # ahead.  The last segment goes to a worker too, which keeps its last record back; its
+    # parser comes back here, so that record and an unterminated last line are finished (or
+    # left to resume) by this thread.
     total_blank = 0
     consumed = start
     partial = None
