@@ -133,8 +133,9 @@ def test_cli_ingest_summary_and_errors(tmp_path):
 def test_bad_worker_thread_count_is_a_clear_error(tmp_path, monkeypatch, value):
     log = write(tmp_path / "a.log", D.format(s=1))
     monkeypatch.setenv("LOGLENS_PARSE_THREADS", value)
-    r = runner.invoke(app, ["ingest", str(log), "--store", str(tmp_path / "st")])
-    assert r.exit_code == 1 and "LOGLENS_PARSE_THREADS" in r.output and "Traceback" not in r.output
+    for command in (["ingest", str(log)], ["tail", str(log), "--no-view"]):  # (tail: at once, not per read)
+        r = runner.invoke(app, [*command, "--store", str(tmp_path / "st")])
+        assert r.exit_code == 1 and "LOGLENS_PARSE_THREADS" in r.output and "Traceback" not in r.output, command
 
 
 def test_store_from_environment(tmp_path, monkeypatch):

@@ -44,6 +44,12 @@ def tail(
         fail(f"{log} is a directory; pass the log file to follow (it may not exist yet).")
     if log.suffix == ".gz":
         fail(f"{log} is compressed and cannot grow; use `loglens ingest {log}`.")
+    from loglens.ingest import IngestError, parse_threads
+
+    try:
+        parse_threads()  # a bad $LOGLENS_PARSE_THREADS is one error now, not a warning per read
+    except IngestError as e:
+        fail(str(e))
     if not log.parent.exists():
         err_console.print(f"waiting for {log.parent} to appear", markup=False)
     st = Store(store)
