@@ -21,7 +21,7 @@ from loglens.schema import DECODE, PREFILL
 from .batch_one_pass import VECTOR_KEYS, apply_all
 from .batch_plans import HITS as _HITS
 from .batch_plans import PLANS as _PLANS
-from .batch_plans import Plan, apply_plan, plan_for_shape, rows_only, typed_rows
+from .batch_plans import Plan, apply_plan, plan_for_shape, typed_rows
 from .glued import set_aside_glued
 
 _SWA_PAIR = (
@@ -104,7 +104,7 @@ def parse_batch_lines(df: pl.DataFrame, table: str) -> tuple[pl.DataFrame, pl.Da
         else pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.String, "reason": pl.String, "family": pl.String})
     )
     family = pl.coalesce(pl.col("family"), pl.lit(table)) if "family" in bad.columns else pl.lit(table)
-    return rows_only(good), bad.with_columns(family=family), unknown
+    return good, bad.with_columns(family=family), unknown  # (rows come from typed_rows / apply_all: table columns only)
 
 
 #: the header the split fast path accepts: `Decode batch, key: v, ...` or `Decode batch. key: v, ...`

@@ -89,13 +89,13 @@ def apply_all(df: pl.DataFrame, table: str, plans: dict[str, Plan], schema: dict
         checks.append((bad_j, names))
     bad = None
     failed = pl.any_horizontal([c for c, _ in checks]).any()
-    if checks and df.select(failed).item():
+    if checks and df.select(failed).item():  # (checked again only when some value failed)
         df = with_percent_values(df, [(name, f"_v{j}") for (j, kd), name in typed.items() if kd == str(pl.Float64)])
-    if checks and df.select(failed).item():
-        reason = pl.coalesce([pl.when(c).then(lut(names, pl.String)) for c, names in checks])
-        df = df.with_columns(_bad=reason)
-        bad = df.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
-        df = df.filter(pl.col("_bad").is_null())
+        if df.select(failed).item():
+            reason = pl.coalesce([pl.when(c).then(lut(names, pl.String)) for c, names in checks])
+            df = df.with_columns(_bad=reason)
+            bad = df.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
+            df = df.filter(pl.col("_bad").is_null())
     # columns: the typed value at the position the column's key holds in the row's plan
     cols: dict[str, list[int | None]] = {}
     for i, p in enumerate(P):

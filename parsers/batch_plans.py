@@ -133,14 +133,14 @@ def typed_rows(out: pl.DataFrame, table: str, plan: Plan, schema: dict) -> tuple
             checks.append((k, pl.col(col).is_null() & pl.col(f"_v{i}").is_not_null()))
     bad = None
     failed = pl.any_horizontal([c for _, c in checks]).any()
-    if checks and out.select(failed).item():
+    if checks and out.select(failed).item():  # (checked again only when some value failed)
         floats = [(col, f"_v{i}") for i, col in enumerate(plan.columns) if col is not None and schema[col] == pl.Float64]
         out = with_percent_values(out, floats)
-    if checks and out.select(failed).item():
-        reason = pl.coalesce([pl.when(c).then(pl.lit(f"bad value for {k!r}")) for k, c in checks])
-        out = out.with_columns(_bad=reason)
-        bad = out.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
-        out = out.filter(pl.col("_bad").is_null())
+        if out.select(failed).item():
+            reason = pl.coalesce([pl.when(c).then(pl.lit(f"bad value for {k!r}")) for k, c in checks])
+            out = out.with_columns(_bad=reason)
+            bad = out.filter(pl.col("_bad").is_not_null()).select("line_no", pl.col("line").alias("raw"), pl.col("_bad").alias("reason"))
+            out = out.filter(pl.col("_bad").is_null())
     iter_, mixed = (pl.col("_iter"), pl.col("_mixed")) if "_iter" in out.columns else (pl.lit(None, pl.String),) * 2
     extra_cols = {"variant": pl.lit(plan.variant), "iter": iter_.cast(pl.Int64)}
     if table == "prefill":

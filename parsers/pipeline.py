@@ -36,8 +36,8 @@ _SPACE_LEADS = [9, 10, 11, 12, 13, 32, 0xC2, 0xE1, 0xE2, 0xE3]
 
 
 def _where(df: pl.DataFrame, candidates: pl.Expr, pattern: str) -> pl.Series:
-    """`line` matches `pattern`, tested only on the candidate lines (few: a cheap test on the
-    first byte names them), False elsewhere."""
+    """`line` matches `pattern`, tested only on the candidate lines (few: a cheap test names
+    them), False elsewhere."""
     idx = df.select(candidates.arg_true()).to_series()
     out = pl.repeat(False, df.height, eager=True)
     if idx.len():
@@ -97,12 +97,7 @@ def _family(df: pl.DataFrame) -> pl.DataFrame:
 def _continuations(df: pl.DataFrame) -> pl.Series:
     """Event lines without a prefix that continue the record above (the regex runs on those
     lines only: a few in a hundred)."""
-    idx = df.select((~pl.col("_pfx") & (pl.col("family") == "event")).arg_true()).to_series()
-    cont = pl.repeat(False, df.height, eager=True).alias("_cont")
-    if idx.len():
-        hit = df.select(pl.col("line").gather(idx).str.contains(_CONTINUATION)).to_series()
-        cont = cont.scatter(idx.filter(hit), True)
-    return cont
+    return _where(df, ~pl.col("_pfx") & (pl.col("family") == "event"), _CONTINUATION).alias("_cont")
 
 
 class LineParser:

@@ -10,9 +10,8 @@ Why it is fast: today's layout (`[YYYY-MM-DD HH:MM:SS[.fff][ RANKS]] `) is read 
 two constant slices: the first 17 bytes (to the minute) and the next 19 (seconds, fraction, ranks,
 `]`), of which a chunk has a few hundred and a few thousand distinct values, each validated and
 parsed once and mapped back through an enum's codes — no per-line strptime or regex.  Any other
-bracket takes the generic
-path: its distinct contents are validated and parsed once each and joined back.  A property test
-holds the two paths to identical columns.
+bracket takes the generic path: its distinct contents are validated and parsed once each and
+joined back.  A property test holds the two paths to identical columns.
 """
 
 from __future__ import annotations
