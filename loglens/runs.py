@@ -107,12 +107,14 @@ class Run:
 
 # ---- segments of the access log ---------------------------------------------------------------
 
+#: the segment table's columns a Segment is made from (the others, per-POST `cluster` ids above
+#: all, would only cost converting to Python)
+SEGMENT_COLUMNS = ["file_id", "source", "endpoint", "s", "line_no", "end_s", "end_line", "end_path", "dep_s",
+                   "dep_ms", "warmup", "w_pause", "cand"]
+
+
 def segment_from_row(row: dict) -> Segment:
-    clusters = row["cluster"]
-    first_of = {}
-    for i, c in enumerate(clusters):
-        first_of.setdefault(c, i)
-    candidates = [first_of[c + 1] for c in (row.get("w_all") or []) if c + 1 in first_of]
+    candidates = list(row.get("cand") or [])
     return Segment(row["file_id"], row["source"], row["endpoint"], row["s"], row["line_no"],
                    row["end_s"], row["end_line"], row["end_path"],
                    row["dep_s"] if row["dep_ms"] else None, row["dep_s"] is not None,
@@ -138,7 +140,7 @@ class Segments(Sequence):
         if not 0 <= i < len(self):
             raise IndexError(i)
         if i not in self._cache:
-            self._cache[i] = segment_from_row(self.table.row(i, named=True))
+            self._cache[i] = segment_from_row(self.table.select(SEGMENT_COLUMNS).row(i, named=True))
         return self._cache[i]
 
     def take(self, indices: list[int]) -> list[Segment]:
@@ -146,7 +148,7 @@ class Segments(Sequence):
         ~10 µs: a long log can make reconcile take tens of thousands)."""
         missing = [i for i in indices if i not in self._cache]
         if missing:
-            for i, row in zip(missing, self.table[missing].iter_rows(named=True)):
+            for i, row in zip(missing, self.table.select(SEGMENT_COLUMNS)[missing].iter_rows(named=True)):
                 self._cache[i] = segment_from_row(row)
         return [self._cache[i] for i in indices]
 

@@ -6,7 +6,8 @@ only when they are needed.
 Columns: seg, file_id, source, endpoint, s / line_no / cluster (lists, one item per POST of the
 segment's dominant endpoint), n_posts, warmup (index of the first measured POST: the client
 warmup and anything before it come first), w_size (POSTs of the warmup cluster), w_pause,
-w_all (clusters that look like a warmup after a ≥ 3 s pause), burst_s (first measured POST),
+w_all (clusters that look like a warmup after a ≥ 3 s pause), cand (index of the first POST
+after each of them: where a run may start), burst_s (first measured POST),
 end_s / end_line / end_path (first server-info call), dep_s / dep_ms (deprecation warning).
 """
 
@@ -63,7 +64,7 @@ def _markers(store: Store, file_id: str | None) -> pl.DataFrame:
     )
 
 
-CACHE_VERSION = 2  # bump whenever the table's content or columns change
+CACHE_VERSION = 3  # bump whenever the table's content or columns change
 
 
 def segment_table(store: Store, file_id: str | None = None) -> pl.DataFrame:
@@ -161,14 +162,21 @@ def _segment_table(store: Store, file_id: str | None = None) -> pl.DataFrame:
             .group_by("seg", maintain_order=True).first()
             .select("seg", (pl.col("_row") + pl.col("size")).alias("_w_end_row"), pl.col("size").alias("w_size"),
                     pl.col("after").alias("w_pause")))
-    strong = (cand.filter(pl.col("before") >= STRONG_PAUSE_S).group_by("seg")
-              .agg(pl.col("cluster").sort().alias("w_all")))
+    strong = cand.filter(pl.col("before") >= STRONG_PAUSE_S)
+    # where a run may start after each of them: the first POST of the next cluster in the segment
+    # (as a row number here; an index into the segment's POSTs below)
+    after = (strong.select("seg", (pl.col("cluster") + 1).alias("cluster"))
+             .join(firsts.select("seg", "cluster", "_row"), on=["seg", "cluster"], how="inner"))
+    strong = (strong.group_by("seg").agg(pl.col("cluster").sort().alias("w_all"))
+              .join(after.group_by("seg").agg(pl.col("_row").sort().alias("_cand")), on="seg", how="left"))
     table = (posts.group_by("seg", maintain_order=True)
              .agg(pl.col("file_id").first(), pl.col("endpoint").first(),
                   pl.col("s"), pl.col("line_no"), pl.col("cluster"), pl.col("_row").first())
              .join(best, on="seg", how="left").join(ends, on="seg", how="left").join(deps, on="seg", how="left")
              .join(strong, on="seg", how="left")
-             .with_columns(warmup=(pl.col("_w_end_row") - pl.col("_row")).fill_null(0)).drop("_w_end_row", "_row"))
+             .with_columns(warmup=(pl.col("_w_end_row") - pl.col("_row")).fill_null(0),
+                           cand=(pl.col("_cand") - pl.col("_row")).fill_null([]))
+             .drop("_w_end_row", "_row", "_cand"))
     sources = store.scan("files").select("file_id", "source").unique("file_id", keep="last").collect()
     table = table.join(sources, on="file_id", how="left")
     n = pl.col("s").list.len()
