@@ -100,30 +100,32 @@ def _request_counts(rec) -> list[int]:
     return out
 
 
-def _burst_for(rec, seg: Segment) -> tuple[int, int, str, float]:
+def _burst_for(rec, seg: Segment, explain: bool = True) -> tuple[int, int, str, float]:
     """(index of the first measured POST, requests, how it was chosen, count score) for a
-    segment that ends with a server-info call: the measured requests are its last N POSTs."""
+    segment that ends with a server-info call: the measured requests are its last N POSTs.
+    (`explain=False`: `how` is left empty; scoring every candidate run spent half its time
+    formatting it.)"""
     p = len(seg.post_s)
     for n in request_counts(rec):
         if n > p:
             continue
         k = p - n
         if k == 0:
-            return 0, n, f"all {n} POST {seg.endpoint} of the segment = the record's requests (no warmup seen)", 0.3
+            return 0, n, f"all {n} POST {seg.endpoint} of the segment = the record's requests (no warmup seen)" if explain else "", 0.3
         pause = seg.post_s[k] - seg.post_s[k - 1]
         if pause >= 1.0:
             return k, n, (f"the last {n} POST {seg.endpoint} = the record's requests, after {k} earlier request(s) "
-                          f"and a {pause:.0f} s pause (the warmup)"), 0.45
+                          f"and a {pause:.0f} s pause (the warmup)" if explain else ""), 0.45
     n_seg = p - seg.warmup_count
     want = request_counts(rec)[0] if request_counts(rec) else None
     closeness = max(0.0, 1 - abs(n_seg - want) / want) if want else 0.0
     # a few requests more or less (lost access lines, failures not in the record) may still be
     # this run; more than 10 % off is another run
-    return (seg.warmup_count, n_seg, f"{n_seg} POST {seg.endpoint} after the warmup, the record has {want}",
+    return (seg.warmup_count, n_seg, f"{n_seg} POST {seg.endpoint} after the warmup, the record has {want}" if explain else "",
             0.2 * closeness if closeness >= 0.9 else -1.0)
 
 
-def _burst_from(rec, seg: Segment, k: int) -> tuple[int, str, float]:
+def _burst_from(rec, seg: Segment, k: int, explain: bool = True) -> tuple[int, str, float]:
     """(requests, how, count score + end evidence) for a run starting at POST k of a segment
     without a server-info call (an old client): N POSTs from k, then a pause, and the next run's
     requests (if any) only after this one's duration."""
@@ -135,10 +137,10 @@ def _burst_from(rec, seg: Segment, k: int) -> tuple[int, str, float]:
         if after is not None and after - seg.post_s[k + n - 1] < 1.0:
             continue
         sc = 0.45 if k > 0 else 0.3
-        how = f"{n} POST {seg.endpoint} after a warmup pause"
+        how = f"{n} POST {seg.endpoint} after a warmup pause" if explain else ""
         if after is None or after >= seg.post_s[k] + d - 1.0:
             sc += 0.2
-            how += ", and nothing else until the duration had passed"
+            how += ", and nothing else until the duration had passed" if explain else ""
         return n, how, sc
     return min(p - k, request_counts(rec)[0] if request_counts(rec) else p - k), "request count does not match", -1.0
 
@@ -178,10 +180,10 @@ def score(rec, seg: Segment, k_fixed: int | None = None, explain: bool = True) -
     (`align` scores every record against every candidate run, ~100 000 pairs on a long log, and
     explains only the pairs it picks: the same scores)."""
     if k_fixed is None:
-        k, n, how, s = _burst_for(rec, seg)
+        k, n, how, s = _burst_for(rec, seg, explain)
     else:
         k = k_fixed
-        n, how, s = _burst_from(rec, seg, k)
+        n, how, s = _burst_from(rec, seg, k, explain)
     evidence = [how] if explain else None
     d = rec.duration or 0.0
     first, last = seg.post_s[k], seg.post_s[min(k + n, len(seg.post_s)) - 1]
@@ -270,25 +272,30 @@ def align(records: list, segments: list[Segment]) -> list[Alignment | None]:
 
 def _plausible(records: list, segments) -> list[Segment]:
     """The segments any record could match, found with table filters first when the log holds
-    many (a long log can hold 100 000): enough requests with the server-info call about one
-    duration after the first of the last N, or a request count within 10 %, or no server-info
-    call at all (old clients: checked in detail)."""
+    many (a long log can hold 100 000).  A run's requests must fit the segment: its last N
+    POSTs after a pause of ≥ 1 s, or all of them, or N within 10 % of those after the warmup
+    (`_burst_for`); without a server-info call, N POSTs from a place a run may start and then a
+    pause or the end (`_burst_from`).  A segment where no record's count fits scores below
+    MIN_SCORE whatever else it shows, so dropping it changes no alignment."""
     table = getattr(segments, "table", None)
     if table is None or len(segments) <= 64:
         return [s for s in segments if s.endpoint in GEN_ENDPOINTS]
-    conds = []
-    for rec in records:
-        d, counts = rec.duration or 0.0, request_counts(rec)
-        for n in counts:
-            first = pl.col("s").list.get(pl.col("n_posts").cast(pl.Int64) - n, null_on_oob=True)
-            near = (pl.col("end_s") - first - d).abs() <= 1.5 + max(5.0, 0.2 * d)
-            conds.append((pl.col("n_posts") >= n) & near.fill_null(False))
-        if counts:
-            conds.append((pl.col("n_posts").cast(pl.Int64) - pl.col("warmup") - counts[0]).abs() <= 0.1 * counts[0])
-            conds.append(pl.col("end_s").is_null() & (pl.col("n_posts") >= 0.9 * min(counts)))
-    if not conds:
+    counts = sorted({n for rec in records for n in request_counts(rec)})
+    if not counts:
         return []
-    keep = table.with_row_index("_i").filter(pl.any_horizontal(conds))["_i"].to_list()
+    table = table.with_row_index("_i")
+    s, p, k = pl.col("s"), pl.col("n_posts").cast(pl.Int64), pl.col("cand")
+    loose = pl.col("end_s").is_null() & (k.list.len() > 0)  # scored from each candidate, not by the last N
+    last_n = [(p >= n) & ((p == n) | (s.list.get(p - n, null_on_oob=True) - s.list.get(p - n - 1, null_on_oob=True) >= 1.0))
+              for n in counts]
+    close = [(p - pl.col("warmup") - rec_counts[0]).abs() <= 0.1 * rec_counts[0]
+             for rec_counts in (request_counts(r) for r in records) if rec_counts]
+    whole = table.filter(~loose & pl.any_horizontal(last_n + close).fill_null(False)).get_column("_i")
+    from_k = [(k + n <= p) & ((k + n == p) | (s.list.get(k + n, null_on_oob=True) - s.list.get(k + n - 1, null_on_oob=True) >= 1.0))
+              for n in counts]
+    starts = (table.filter(loose).select("_i", "s", "n_posts", "cand").explode("cand")
+              .filter(pl.any_horizontal(from_k).fill_null(False)).get_column("_i").unique())
+    keep = pl.concat([whole, starts]).sort().to_list()
     return [s for s in segments.take(keep) if s.endpoint in GEN_ENDPOINTS]
 
 
