@@ -135,10 +135,11 @@ def _segment_table(store: Store, file_id: str | None = None) -> pl.DataFrame:
     # group-bys and joins on millions of rows cost several times more)
     code = pl.col("path").replace_strict({p: i for i, p in enumerate(GEN_ENDPOINTS)}, return_dtype=pl.Int8)
     posts = posts.with_columns(_code=code)
-    counts = [(pl.col("_code") == i).sum().over("seg") for i in range(len(GEN_ENDPOINTS))]
-    best_code = (pl.when((counts[0] >= counts[1]) & (counts[0] >= counts[2])).then(0)
-                 .when(counts[1] >= counts[2]).then(1).otherwise(2))
-    posts = posts.filter(pl.col("_code") == best_code).rename({"path": "endpoint"})
+    # (the counts are columns first: inside the `when` chain each window was computed twice)
+    posts = posts.with_columns((pl.col("_code") == i).sum().over("seg").alias(f"_n{i}") for i in range(len(GEN_ENDPOINTS)))
+    n0, n1, n2 = pl.col("_n0"), pl.col("_n1"), pl.col("_n2")
+    best_code = pl.when((n0 >= n1) & (n0 >= n2)).then(0).when(n1 >= n2).then(1).otherwise(2)
+    posts = posts.filter(pl.col("_code") == best_code).drop("_n0", "_n1", "_n2").rename({"path": "endpoint"})
     ends = (m.filter(kind == "I").group_by("seg").agg(pl.col("s").first().alias("end_s"),
                                                         pl.col("line_no").first().alias("end_line"),
                                                         pl.col("path").first().alias("end_path")))
