@@ -53,6 +53,11 @@ TARGET_RG_RATIO = 12.0  # loglens time / rg time, at most
 TARGET_NAIVE_SPEEDUP = 6.0  # naive time / loglens time, at least
 TARGET_RSS_MIB = 1024.0
 TARGET_FLATNESS = 1.25  # peak RSS at the largest size / at the smallest, at most
+TARGET_QUERY_S = 2.0  # `summary` and `reconcile` on the 1 GiB store, at most (first call included)
+#: the sample story: ingested into the largest store so that `reconcile` has bench records that
+#: match a run (the generated log has none of its own)
+SAMPLE_LOG = HERE.parent / "sample_logs" / "sglang-glm5.log"
+SAMPLE_BENCH = HERE.parent / "sample_logs" / "sglang-glm5.bench.jsonl"
 LINE_TABLES = ["decode", "prefill", "http", "events", "rejects"]
 
 
@@ -259,6 +264,34 @@ class Loglens(Tool):
         return workdir / "store"
 
 
+def time_queries(tool: "Loglens", store: Path, label: str, runs: int, work: Path) -> dict:
+    """`loglens summary --json` and `loglens reconcile --json` on a store the harness just built
+    (the sample story added, so that reconcile matches a run): the first call of each, which
+    for reconcile also builds its cache of the access log's segments, then `runs` more."""
+    added = run_child(tool.base + ["ingest", str(SAMPLE_LOG), "--store", str(store)], "ingest sample", label, 0, work)
+    if not added.ok:
+        return {"error": f"ingesting the sample story failed: {added.error}"}
+    commands = {"summary": tool.base + ["summary", "--store", str(store), "--json"],
+                "reconcile": tool.base + ["reconcile", "--bench", str(SAMPLE_BENCH), "--store", str(store), "--json"]}
+    out: dict = {}
+    for name, cmd in commands.items():
+        calls = []
+        for i in range(runs + 1):
+            r = run_child(cmd, name, label, i, work)
+            if not r.ok:
+                out[name] = {"ok": False, "error": r.error}
+                break
+            calls.append(r)
+            log(f"query {name:<9} {label:>7}  {'first' if i == 0 else f'again {i}':<8} {r.wall_s:6.2f} s  "
+                f"cpu {r.cpu_s:5.2f} s  rss {r.maxrss_mib:5.0f} MiB")
+        else:
+            again = calls[1:]
+            out[name] = {"ok": True, "first_s": calls[0].wall_s, "again_s": median([r.wall_s for r in again]),
+                         "again_runs": len(again), "cpu_s": median([r.cpu_s for r in calls]),
+                         "maxrss_mib": max(r.maxrss_mib for r in calls)}
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # row checks: did the measured tool do the whole job?
 
@@ -355,7 +388,7 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def evaluate(summary: dict, logs: dict) -> tuple[dict, list[dict]]:
+def evaluate(summary: dict, logs: dict, queries: dict | None = None) -> tuple[dict, list[dict]]:
     """Ratios per size, and the targets (judged at the largest size; flatness largest vs smallest)."""
     sizes = sorted(logs, key=lambda s: logs[s]["size_bytes"])
     ratios: dict = {"per_size": {}}
@@ -393,6 +426,11 @@ def evaluate(summary: dict, logs: dict) -> tuple[dict, list[dict]]:
                 else "flat memory (needs two sizes, e.g. 200MiB,1GiB)", flat["loglens"],
                 lambda v: v <= TARGET_FLATNESS, "{:.2f}x"),
     ]
+    if queries is not None:
+        q = queries.get(large, {})
+        worst = [max(m["first_s"], m["again_s"] or 0.0) for m in (q.get(c, {}) for c in ("summary", "reconcile")) if m.get("ok")]
+        targets.append(_target(f"summary and reconcile on the {large} store < {TARGET_QUERY_S:g} s (first call too){note}",
+                               max(worst) if len(worst) == 2 else None, lambda v: v < TARGET_QUERY_S, "{:.2f} s"))
     return ratios, targets
 
 
@@ -414,7 +452,8 @@ def _si(v):
     return f"{v:.0f}"
 
 
-def markdown(summary: dict, logs: dict, tools: list[Tool], ratios: dict, targets: list[dict], meta: dict) -> str:
+def markdown(summary: dict, logs: dict, tools: list[Tool], ratios: dict, targets: list[dict], meta: dict,
+             queries: dict | None = None) -> str:
     labels = {t.name: t.label for t in tools}
     sizes = sorted(logs, key=lambda s: logs[s]["size_bytes"])
     out = [f"Mix `{meta['mix']}`, {meta['runs']} run(s) per tool and size, medians; {meta['host']}. "
@@ -444,6 +483,20 @@ def markdown(summary: dict, logs: dict, tools: list[Tool], ratios: dict, targets
     if f["small"] != f["large"]:
         out += ["", f"Peak RSS {f['large']} ÷ {f['small']}: loglens {_num(f['loglens'], '{:.2f}x')}, "
                     f"naive {_num(f['naive'], '{:.2f}x')}."]
+    for s_, q in (queries or {}).items():
+        out += ["", f"| command, on the {s_} store + the sample story | first call s | again s (median) | CPU s | peak RSS MiB |",
+                "|---|---:|---:|---:|---:|"]
+        if "error" in q:
+            out.append(f"| (not measured) | {q['error'].replace('|', '/')} | | | |")
+        for name in ("summary", "reconcile"):
+            m = q.get(name)
+            if m is None:
+                continue
+            if not m["ok"]:
+                out.append(f"| loglens {name} | n/a | n/a | n/a | {m['error'].replace('|', '/')} |")
+                continue
+            out.append(f"| loglens {name} --json | {m['first_s']:.2f} | {_num(m['again_s'])} ({m['again_runs']}) "
+                       f"| {m['cpu_s']:.2f} | {m['maxrss_mib']:,.0f} |")
     out += ["", "| target | measured | result |", "|---|---:|---|"]
     out += [f"| {t['target']} | {t['shown']} | **{t['result']}** |" for t in targets]
     return "\n".join(out)
@@ -485,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-rows", action="store_true",
                     help="compare loglens's (and naive's) row counts per table with the generator's counts")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target fails or cannot be measured")
+    ap.add_argument("--queries", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the last loglens run on the largest log, time `summary` and `reconcile` on its store "
+                         "(with the sample story added): first call and --runs more (default: on)")
     args = ap.parse_args(argv)
 
     all_tools = {"rg": Rg(), "naive": Naive(), "loglens": Loglens(args.loglens_cmd)}
@@ -509,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{path.name}: read once to warm the page cache in {secs:.2f} s")
 
     runs: list[Run] = []
+    largest = max(paths, key=lambda lb: logs[lb]["size_bytes"])
+    query_at = (args.runs - 1, largest) if args.queries and "loglens" in names else None
+    queries: dict[str, dict] = {}
     row_checks: list[dict] = []
     checked: set[tuple[str, str]] = set()
     dead: dict[tuple[str, str], str] = {}  # (tool, size) that failed: not retried
@@ -530,15 +589,17 @@ def main(argv: list[str] | None = None) -> int:
                     elif args.check_rows and (tool.name, label) not in checked:
                         checked.add((tool.name, label))
                         row_checks.append(check_rows(tool, r, work, logs[label], label))
+                    if r.ok and query_at == (rep, label) and tool.name == "loglens":
+                        queries[label] = time_queries(tool, tool.output_dir(work), label, args.runs, work)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
 
     summary = summarize(runs, logs)
-    ratios, targets = evaluate(summary, logs)
+    ratios, targets = evaluate(summary, logs, queries if query_at else None)
     meta = {"mix": args.mix, "runs": args.runs, "seed": args.seed, "host": host_info(),
             "loglens_cmd": args.loglens_cmd, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "tools": names}
-    print(markdown(summary, logs, tools, ratios, targets, meta))
+    print(markdown(summary, logs, tools, ratios, targets, meta, queries))
     mismatches = [c for c in row_checks if not c["ok"]]
     if row_checks:
         print()
@@ -552,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "logs": logs, "runs": [asdict(r) for r in runs],
-                                         "summary": summary, "ratios": ratios, "targets": targets,
+                                         "summary": summary, "queries": queries, "ratios": ratios, "targets": targets,
                                          "row_checks": row_checks}, indent=1, default=str) + "\n")
     if mismatches:
         return 1

@@ -187,6 +187,30 @@ def test_harness_runs_end_to_end(tmp_path):
     assert list((tmp_path / "data").glob("*.log")) and not list(tmp_path.glob("loglens-bench-*"))
 
 
+def test_harness_times_summary_and_reconcile_on_the_largest_store(tmp_path):
+    """After the last loglens run on the largest log, the harness adds the sample story to that
+    store and times `summary` and `reconcile` (first call and again): the 2 s target's figures."""
+    out_json = tmp_path / "r.json"
+    res = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--sizes", "64KiB,128KiB", "--runs", "1",
+                          "--tools", "loglens", "--data-dir", str(tmp_path / "data"), "--tmp-dir", str(tmp_path),
+                          "--json", str(out_json)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    queries = json.loads(out_json.read_text())["queries"]
+    assert list(queries) == ["128KiB"]  # the largest log only
+    for name in ("summary", "reconcile"):
+        m = queries["128KiB"][name]
+        assert m["ok"] and m["first_s"] > 0 and m["again_s"] > 0 and m["again_runs"] == 1 and m["maxrss_mib"] > 0
+    assert "| loglens reconcile --json |" in res.stdout
+    target = [t for t in json.loads(out_json.read_text())["targets"] if t["target"].startswith("summary and reconcile")]
+    assert target and target[0]["result"] in ("PASS", "FAIL") and target[0]["value"] > 0
+    # --no-queries skips them
+    res = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--sizes", "64KiB", "--runs", "1", "--tools", "loglens",
+                          "--no-queries", "--data-dir", str(tmp_path / "data"), "--tmp-dir", str(tmp_path),
+                          "--json", str(out_json)], capture_output=True, text=True)
+    assert res.returncode == 0 and json.loads(out_json.read_text())["queries"] == {}, res.stderr
+    assert "summary and reconcile" not in res.stdout
+
+
 def test_profile_script_reports_every_step(logs):
     """`benchmarks/profile_ingest.py` (the README's "where the time goes" table) runs and prints
     a row per step that adds up to its total."""
