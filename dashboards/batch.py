@@ -72,7 +72,7 @@ def _scatter_points(samples: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         .group_by("running_req", "cuda_graph")
         .agg(gen_throughput=pl.col("gen_throughput").median(), lo=pl.col("gen_throughput").quantile(0.1),
              hi=pl.col("gen_throughput").quantile(0.9), step_ms=pl.col("step_ms").median(), n=pl.len())
-        .sort("running_req")
+        .sort("running_req", "cuda_graph")
     )
     return binned, True
 

@@ -105,6 +105,6 @@ def not_samples_by_bucket(samples: pl.DataFrame, every: timedelta) -> pl.DataFra
         .group_by(STREAM, bucket(every, "window_end"))
         .agg(pl.col("gen_throughput").first(), pl.col("not_sample_reason").first(), pl.col("interval_s").first())
         .with_columns(why=pl.col("not_sample_reason").replace_strict(NOT_SAMPLE_WHY, default=pl.col("not_sample_reason")))
-        .sort(BUCKET)
+        .sort(BUCKET, STREAM)
         .collect()
     )

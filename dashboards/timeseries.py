@@ -49,6 +49,7 @@ def gen_throughput_chart(decode: Frame, axis: TimeAxis | None = None, runs=None,
             .agg(gen_tok_s=pl.col("gen_tok_s").sum(), gen_max=pl.col("gen_max").sum(), lines=pl.col("lines").sum())
             .with_columns(pl.lit(SUM_LABEL).alias(STREAM))
             .select(per_stream.columns)
+            .sort(BUCKET)  # (a group-by's order varies from run to run: the page would too)
         )
         series = pl.concat([per_stream, total])
     series = round_floats(series.with_columns(time_text(axis.every)), 1)

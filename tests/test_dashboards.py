@@ -383,6 +383,51 @@ def test_large_store_page_stays_small(tmp_path):
     assert max(rows) <= aggregate.MAX_POINTS * 8 + 1  # 8 DP streams at most MAX_POINTS buckets each
 
 
+def test_the_same_store_gives_the_same_page(tmp_path):
+    """Each chart's rows come out in one order, and ties (the most frequent of equally frequent
+    paths) are broken the same way: group-bys over this many rows return groups in an order
+    that varies from run to run, and so did the page.  (A bucket's mean may still differ in its
+    last printed digit: polars adds a group's values in parallel, in no fixed order.)"""
+    from polars.testing import assert_frame_equal
+
+    store = write_synthetic_store(tmp_path / "mid", 60_000)
+    first, second = ([*chart_spec(build_dashboard(store).chart)["datasets"].values()] for _ in range(2))
+    assert len(first) == len(second) > 5
+    for a, b in zip(first, second):
+        if not isinstance(a, str):
+            assert a == b
+            continue
+        fa, fb = pl.read_csv(io.StringIO(a)), pl.read_csv(io.StringIO(b))
+        assert_frame_equal(fa, fb, check_exact=False, rel_tol=0, abs_tol=0.0015)
+
+
+def test_ties_are_broken_the_same_way_every_time():
+    """The most frequent path of a bucket among equally frequent ones is the first in sort
+    order; binned batch sizes list the graph states in order; lines left out of the throughput
+    series are ordered by bucket, then stream."""
+    t0 = datetime(2026, 2, 19, 0, 0, 0)
+    paths = ["/z", "/v1/completions", "/a", "/generate"] * 50
+    http = pl.DataFrame({"ts": [t0] * 100 + [t0 + timedelta(seconds=1)] * 100, "path": paths,
+                         "status": [200] * len(paths), "method": ["POST"] * len(paths)})
+    spec = chart_spec(traffic.http_status_chart(http))
+    rows = [pl.read_csv(io.StringIO(v)) for v in spec["datasets"].values() if isinstance(v, str) and "top_path" in v]
+    assert rows and set(rows[0]["top_path"]) == {"/a"}
+
+    n = aggregate.MAX_POINTS * 3
+    many = pl.DataFrame({"running_req": [i % 40 + 1 for i in range(n)], "cuda_graph": [i % 3 == 0 for i in range(n)],
+                         "gen_throughput": [100.0 + i % 7 for i in range(n)], "step_ms": [20.0 + i % 5 for i in range(n)]})
+    binned, was_binned = batch._scatter_points(many)
+    assert was_binned and binned.select("running_req", "cuda_graph").equals(binned.select("running_req", "cuda_graph").sort("running_req", "cuda_graph"))
+
+    out = pl.DataFrame({
+        "stream": [f"DP{7 - i % 8}" for i in range(400)], "window_end": [t0 + timedelta(seconds=i // 8) for i in range(400)],
+        "is_sample": [False] * 400, "gen_throughput": [1.0] * 400, "not_sample_reason": ["idle_gap"] * 400,
+        "interval_s": [1.0] * 400})
+    left_out = samples.not_samples_by_bucket(out, timedelta(seconds=10))
+    keys = left_out.select(aggregate.BUCKET, aggregate.STREAM)
+    assert keys.height == 40 and keys.equals(keys.sort(aggregate.BUCKET, aggregate.STREAM))
+
+
 def test_empty_store_is_an_error(tmp_path):
     store = write_store(tmp_path / "empty")
     with pytest.raises(EmptyStoreError, match="holds no log rows"):
