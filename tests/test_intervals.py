@@ -92,6 +92,9 @@ def test_dp_streams_are_separate_and_tp_duplicates_dropped():
     assert sorted(out["stream"].unique().to_list()) == ["DP0", "DP1"]
     assert out.filter(pl.col("stream") == "DP0")["line_no"].to_list() == [1, 5, 9, 13, 17]
     assert out.filter(pl.col("stream") == "DP1")["line_no"].to_list() == [3, 7, 11, 15, 19]
+    # a lazy table (the dashboard's and `loglens runs`'s whole-table reads) gives the same rows
+    assert decode_intervals(frame(a + a_dup + b + b_dup).lazy()).equals(out)
+    assert decode_intervals(pl.DataFrame()).height == decode_intervals(pl.DataFrame().lazy()).height == 0
 
 
 def test_startup_and_flush_events_end_samples():

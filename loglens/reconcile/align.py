@@ -103,8 +103,8 @@ def _request_counts(rec) -> list[int]:
 def _burst_for(rec, seg: Segment, explain: bool = True) -> tuple[int, int, str, float]:
     """(index of the first measured POST, requests, how it was chosen, count score) for a
     segment that ends with a server-info call: the measured requests are its last N POSTs.
-    (`explain=False`: `how` is left empty; scoring every candidate run spent half its time
-    formatting it.)"""
+    (`explain=False`: `how` is left empty: `align` scores every candidate run and explains
+    only the ones it picks.)"""
     p = len(seg.post_s)
     for n in request_counts(rec):
         if n > p:
