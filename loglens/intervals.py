@@ -91,7 +91,8 @@ _REASONS = {0: None, 1: "first_line", 2: "after_startup", 3: "after_flush", 4: "
 
 def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: int = 40,
                      events: pl.DataFrame | None = None, prefill: pl.DataFrame | None = None,
-                     precise: bool = False, warmups=(), warmup_tokens: int = 31) -> pl.DataFrame:
+                     precise: bool = False, warmups=(), warmup_tokens: int = 31,
+                     carry: tuple[str, ...] = ()) -> pl.DataFrame:
     """One row per Decode line of each DP stream (duplicate TP/PP ranks dropped), with
     `interval_s`, `tokens`, `window_end` (the reconstructed time of the line, ts + a sub-second
     offset), `window_start` (= window_end − interval_s), `busy_s` (the part of the interval the
@@ -110,10 +111,13 @@ def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: i
 
     `warmups` (precise mode): times (s) just before which a short request ran alone after idle —
     bench_serving's warmup, at most `warmup_tokens` decode tokens — whose Decode line, printed
-    while it ran, is then bounded by its Prefill line (`_warmup_bound`)."""
-    df = _one_row_per_stream_line(decode)
+    while it ran, is then bounded by its Prefill line (`_warmup_bound`).
+
+    `carry`: columns of `decode` passed through to each line's output row as they are (what a
+    caller needs beside the intervals, without joining the whole table back by line)."""
+    df = _one_row_per_stream_line(decode, carry)
     if df.height == 0:
-        return _empty()
+        return _empty().with_columns(pl.lit(None, df.schema[c] if c in df.columns else pl.Null).alias(c) for c in carry)
     bounds = _boundary_lines(events)
     parts = []
     # Per stream with plain expressions: a handful of streams, and no window `over()` cost.
@@ -127,7 +131,7 @@ def decode_intervals(decode: pl.DataFrame | pl.LazyFrame, decode_log_interval: i
         precise_rows = (pf_rows if pf_rows is not None else _NO_PREFILL) if precise and prefill is not None else None
         if precise_rows is not None and len(warmups):
             precise_rows = {**precise_rows, "warmups": np.asarray(warmups, float), "warmup_tokens": warmup_tokens}
-        parts.append(_reconstruct(part, decode_log_interval, precise_rows).select(OUTPUT_COLUMNS))
+        parts.append(_reconstruct(part, decode_log_interval, precise_rows).select(*OUTPUT_COLUMNS, *carry))
     return pl.concat(parts)
 
 
@@ -159,7 +163,7 @@ def stream_name(df: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
                        pl.lit("main"))
 
 
-def _one_row_per_stream_line(decode: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def _one_row_per_stream_line(decode: pl.DataFrame | pl.LazyFrame, carry: tuple[str, ...] = ()) -> pl.DataFrame:
     """Name each line's DP stream and keep only the lowest TP/PP/EP rank's copy of it.
 
     One lazy query, collected once: on a whole table (the dashboard's) most rows are TP copies,
@@ -185,6 +189,7 @@ def _one_row_per_stream_line(decode: pl.DataFrame | pl.LazyFrame) -> pl.DataFram
         _col(lf, "gen_throughput", pl.Float64),
         _col(lf, "accept_len", pl.Float64),
         _col(lf, "cuda_graph", pl.Boolean),
+        *carry,
     )
     # a rank with one value everywhere (null included) drops nothing: the common case, and its
     # filter is skipped (applying it anyway would keep every row)

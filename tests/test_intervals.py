@@ -95,6 +95,11 @@ def test_dp_streams_are_separate_and_tp_duplicates_dropped():
     # a lazy table (the dashboard's and `loglens runs`'s whole-table reads) gives the same rows
     assert decode_intervals(frame(a + a_dup + b + b_dup).lazy()).equals(out)
     assert decode_intervals(pl.DataFrame()).height == decode_intervals(pl.DataFrame().lazy()).height == 0
+    # columns a caller needs beside the intervals ride along with their own line
+    tagged = frame(a + a_dup + b + b_dup).with_columns(tag=pl.col("line_no") * 10 + pl.col("tp_rank"))
+    carried = decode_intervals(tagged.lazy(), carry=("tag",))
+    assert carried.drop("tag").equals(out) and (carried["tag"] == carried["line_no"] * 10 + (carried["line_no"] - 1) % 4).all()
+    assert "tag" in decode_intervals(tagged.clear(), carry=("tag",)).columns
 
 
 def test_startup_and_flush_events_end_samples():

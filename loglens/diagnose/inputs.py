@@ -155,9 +155,13 @@ def _first(df: pl.DataFrame, col: str):
 
 def load_server_log(store: Store) -> ServerLog:
     """Everything diagnose needs, from the whole store."""
-    # only the columns used: a large store's tables are wide
-    decode = store.scan("decode").select(DECODE_COLUMNS).collect()
-    if decode.height == 0:
+    # only the columns used (a large store's tables are wide), read once by decode_intervals,
+    # which drops duplicate TP/PP copies as it reads; hybrid pools print `#full token` /
+    # `#gpu token` instead of `#token`: the full-KV pool is the one `max_total_num_tokens` sizes
+    decode = store.scan("decode").select(DECODE_COLUMNS).with_columns(
+        token=pl.coalesce("token", "full_token", "gpu_token"),
+        usage=pl.coalesce("token_usage", "full_token_usage", "gpu_token_usage"))
+    if decode.select(pl.len()).collect().item() == 0:
         raise NoDecodeData("the store has no Decode lines")
     configs = store.read("config").sort("ts", "file_id", "line_no")
     # one interval length for the whole log (the flag rarely changes between restarts)
@@ -165,13 +169,8 @@ def load_server_log(store: Store) -> ServerLog:
     events = store.scan("events").filter(pl.col("kind").is_in(EVENT_KINDS)).select(EVENT_COLUMNS).collect()
     startup = events.filter(pl.col("kind").is_in(["max_total_num_tokens", "kv_cache"]))
 
-    iv = decode_intervals(decode, decode_log_interval=n, events=events)
-    # hybrid pools print `#full token` / `#gpu token` instead of `#token`: the full-KV pool
-    # is the one `max_total_num_tokens` sizes
-    context = decode.select("file_id", "line_no", "retracted_req",
-                            token=pl.coalesce("token", "full_token", "gpu_token"),
-                            usage=pl.coalesce("token_usage", "full_token_usage", "gpu_token_usage"))
-    iv = iv.join(context, on=["file_id", "line_no"], how="left").with_columns(rank_key=pl.col("stream"))
+    iv = decode_intervals(decode, decode_log_interval=n, events=events, carry=("retracted_req", "token", "usage"))
+    iv = iv.with_columns(rank_key=pl.col("stream"))
     iv = iv.sort("file_id", "stream", "line_no").with_columns(
         prev_running=pl.col("running_req").shift(1).over("file_id", "stream"),
         prev_graph=pl.col("cuda_graph").shift(1).over("file_id", "stream"))
