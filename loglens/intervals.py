@@ -198,9 +198,29 @@ def _one_row_per_stream_line(decode: pl.DataFrame | pl.LazyFrame, carry: tuple[s
     key = ["file_id", "stream"]
     for rank in _DUPLICATE_RANKS:  # lexicographic minimum, one rank column at a time
         if distinct[rank] > 1:
-            filled = pl.col(rank).fill_null(-1)
-            lf = lf.filter(filled == filled.min().over(key))
+            lf = _keep_lowest(lf, rank, key)
     return lf.drop(["gpu", *_DUPLICATE_RANKS]).collect()
+
+
+#: up to this many streams the lowest-rank copies are kept by a predicate the scan applies
+_PREDICATE_STREAMS = 64
+
+
+def _keep_lowest(lf: pl.LazyFrame, rank: str, key: list[str]) -> pl.LazyFrame:
+    """The rows of `lf` whose `rank` is the lowest of their stream's.  With a few streams that
+    is one literal condition per stream (`DP1` keeps `TP2`, say), which the scan applies as it
+    reads, so the other copies are never held (a whole table of a TP=8 log is mostly copies);
+    with many, a window over the streams."""
+    filled = pl.col(rank).fill_null(-1)
+    # a stream is named by its DP rank, else its GPU (`stream_name`): grouped by those integers
+    gpu = pl.when(pl.col("dp_rank").is_null()).then(pl.col("gpu"))
+    lows = lf.group_by("file_id", "dp_rank", gpu.alias("_gpu")).agg(filled.min().alias("_low")).collect()
+    if lows.height > _PREDICATE_STREAMS:
+        return lf.filter(filled == filled.min().over(key))
+    return lf.filter(pl.any_horizontal(
+        (pl.col("file_id") == f) & pl.col("dp_rank").eq_missing(pl.lit(d, pl.Int32)) & gpu.eq_missing(pl.lit(g, pl.Int32))
+        & (filled == low)
+        for f, d, g, low in lows.iter_rows()))
 
 
 def _boundary_lines(events: pl.DataFrame | None) -> dict[str, dict[str, np.ndarray]]:

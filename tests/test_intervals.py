@@ -7,6 +7,8 @@ import datetime as dt
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from loglens.intervals import decode_intervals
 
@@ -281,3 +283,27 @@ def test_prefill_clock_places_prefill_lines_from_their_input_throughput(lagged):
     # without the throughput: the brackets alone
     lo2, hi2 = prefill_clock(np.floor(true), tok, np.full(60, np.nan))
     np.testing.assert_allclose(hi2 - lo2, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["f1", "f2", None]), st.sampled_from([None, 0, 1]), st.sampled_from([None, 0, 3]),
+                          st.sampled_from([None, 0, 1, 2]), st.sampled_from([None, 0, 1])), min_size=1, max_size=40))
+@example([("f1", None, 0, 1, None), ("f1", None, 3, 0, None), ("f1", None, 3, 1, None)])  # streams named by GPU
+def test_lowest_rank_copies_by_predicate_are_those_of_the_window(rows):
+    """With a few streams the lowest TP/PP copy of each is kept by a condition per stream (which
+    the scan applies as it reads); with many, by a window: both keep the same lines."""
+    import loglens.intervals as iv
+
+    df = pl.DataFrame(
+        [{"file_id": f, "source": "src", "dp_rank": d, "gpu": g, "tp_rank": t, "pp_rank": p, "line_no": i + 1,
+          "ts": dt.datetime(2026, 2, 19, 0, 0, i // 4), "running_req": 4, "gen_throughput": 100.0}
+         for i, (f, d, g, t, p) in enumerate(rows)],
+        schema_overrides={"dp_rank": pl.Int32, "gpu": pl.Int32, "tp_rank": pl.Int32, "pp_rank": pl.Int32})
+    by_predicate = iv._one_row_per_stream_line(df.lazy())
+    limit = iv._PREDICATE_STREAMS
+    try:
+        iv._PREDICATE_STREAMS = -1
+        by_window = iv._one_row_per_stream_line(df.lazy())
+    finally:
+        iv._PREDICATE_STREAMS = limit
+    assert by_predicate.equals(by_window)
