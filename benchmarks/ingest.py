@@ -17,6 +17,10 @@ under the process's memory lock, which slowed a 2-core tool by 10-15 %).  Logs a
 under benchmarks/data/ (git-ignored), and read once before timing so every tool starts from
 the page cache.
 
+After the last loglens run on the largest log it also times `loglens summary` and `loglens
+reconcile` on the store that run built (the sample story added, so reconcile matches a run):
+the issue's "< 2 s on the 1 GiB store" (`--no-queries` skips it).
+
 Prints a markdown table (paste it into benchmarks/README.md) and PASS/FAIL against the
 DESIGN.md targets.  Exit status: 1 if --check-rows finds a mismatch, or with --strict if a
 target fails or cannot be measured; else 0.
