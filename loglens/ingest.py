@@ -101,35 +101,37 @@ def expand_paths(paths: list[str | Path], exclude: Path | None = None) -> list[P
     return out
 
 
-def _lineage(store: Store, path: Path, size: int, source: str) -> tuple[dict | None, str]:
-    """The previous read of this content, if any, and its file_id (or a new one)."""
+def _lineage(store: Store, path: Path, size_of: Callable[[], int], source: str) -> tuple[dict | None, str, bytes]:
+    """The previous read of this content, if any, its file_id (or a new one), and the content's
+    first HEAD_BYTES.  `size_of()` gives the content's size; it is asked only when a previous
+    read's head matches (for a .gz file it costs a pass of decompression)."""
     files = store.read("files")
-    head_len_now = min(size, HEAD_BYTES)
-    head_now = sha1(read_range(path, 0, head_len_now))
+    head = read_range(path, 0, HEAD_BYTES)
+    head_now = sha1(head)
     if files.height == 0:
-        return None, head_now[:16]
+        return None, head_now[:16], head
     latest = files.sort("seq").group_by("file_id").agg(pl.all().last())
-    cache: dict[int, str] = {head_len_now: head_now}
+    cache: dict[int, str] = {len(head): head_now}
     for row in latest.sort("ingested_at", descending=True).iter_rows(named=True):
-        hl = row["head_len"]
-        if size < row["bytes_read"] or hl > size or row["bytes_read"] == 0:
+        hl = row["head_len"]  # (at most HEAD_BYTES)
+        if hl > len(head) or row["bytes_read"] == 0:
             continue
         if row["source"] != source and hl < HEAD_BYTES:
             continue  # under another name only a full 64 KiB head is identity enough
         if hl not in cache:
-            cache[hl] = sha1(read_range(path, 0, hl))
-        if cache[hl] != row["head_sha1"]:
+            cache[hl] = sha1(head[:hl])
+        if cache[hl] != row["head_sha1"] or size_of() < row["bytes_read"]:
             continue
         br = row["bytes_read"]
         lo = max(0, br - TAIL_BYTES)
         if sha1(read_range(path, lo, br - lo)) == row["tail_sha1"]:
-            return row, row["file_id"]
+            return row, row["file_id"], head
     taken = set(files.get_column("file_id").to_list())
     fid, n = head_now[:16], 1
     while fid in taken:
         n += 1
         fid = f"{head_now[:16]}-{n}"
-    return None, fid
+    return None, fid, head
 
 
 def _write(store: Store, parsed: Parsed, source: str, file_id: str, name: str, report: FileReport) -> None:
@@ -200,21 +202,32 @@ def ingest_file(
     through its open descriptor)."""
     source = source or str(path.resolve())
     report = FileReport(source=source)
+    size: int | None = None
+
+    def size_of() -> int:
+        """The content's size, found once and only when needed: a .gz file's costs a pass of
+        decompression (a new one's is counted while it is read instead)."""
+        nonlocal size
+        if size is None:
+            size = logical_size(path)
+        return size
+
     try:
-        size = logical_size(path)
+        if not is_gzip(path):
+            size_of()
+        prev, file_id, head = _lineage(store, path, size_of, source)
     except OSError as e:
         raise IngestError(f"{path}: cannot read ({e.strerror or e})") from e
-    prev, file_id = _lineage(store, path, size, source)
     report.file_id = file_id
     if prev is not None and prev["source"] != source:
         report.note = f"same content as {prev['source']} (rows keep that name)"
         source = prev["source"]
-    if prev is not None and size == prev["bytes_read"]:
+    if prev is not None and size_of() == prev["bytes_read"]:
         report.status = "unchanged"
         return report
     if prev is None:
         start, line_no, seq, lines_before, blanks_before = 0, 1, 1, 0, 0
-        report.status = "new" if size else "empty"
+        report.status = "new" if head else "empty"
         drop_rows_from(store, file_id, 1)  # leftovers of a run killed before its first commit
     else:
         drop_rows_from(store, file_id, prev["resume_line"])
@@ -232,18 +245,23 @@ def ingest_file(
     total_blank = 0
     consumed = start
     partial = None
+    dropped = 0  # bytes of an unterminated last line left for a later read (live mode)
+    recent = b""  # the last TAIL_BYTES read: the tail's sha1 without reading them again
+    problems: list[str] = []
     segments: list[list[tuple[Chunk, int]]] = []
     current: list[tuple[Chunk, int]] = []
     futures: deque = deque()
     threads, chosen = parse_threads()
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for chunk in iter_chunks(path, start, CHUNK_BYTES):
+        for chunk in iter_chunks(path, start, CHUNK_BYTES, problems):
             if not chunk.complete:
                 partial = chunk if partial_lines else None
+                dropped = 0 if partial_lines else len(chunk.data)
                 break
             current.append((chunk, line_no))
             line_no += chunk.lines
             consumed += len(chunk.data)
+            recent = (recent + bytes(chunk.data[-TAIL_BYTES:]))[-TAIL_BYTES:]
             if chunk.ends_record:
                 if segments:  # the segment before is not the last: hand it to a worker
                     futures.append(pool.submit(_parse_segment, segments.pop(), store, source, file_id))
@@ -276,9 +294,13 @@ def ingest_file(
         resume_line, resume_at = line_no, partial.start
     else:
         resume_line, resume_at = line_no, consumed
-    tail = lines_frame(partial.data, line_no, partial.start) if partial else lines_frame(b"", line_no, size)
+    tail = lines_frame(partial.data, line_no, partial.start) if partial else lines_frame(b"", line_no, consumed)
     line_no += tail.height
-    consumed += len(partial.data) if partial else 0
+    if partial:
+        consumed += len(partial.data)
+        recent = (recent + bytes(partial.data[-TAIL_BYTES:]))[-TAIL_BYTES:]
+    if problems:
+        report.note = "; ".join([*([report.note] if report.note else []), *problems])
     parsed = parser.feed(tail, final=True)
     total_blank += parsed.blank_lines
     tail_blanks = parsed.blank_lines
@@ -290,6 +312,8 @@ def ingest_file(
     report.bytes = consumed - start
     head_len = min(consumed, HEAD_BYTES)
     lo = max(0, consumed - TAIL_BYTES)
+    # the tail as read (when this read covered it), else read again
+    tail_bytes = recent[len(recent) - (consumed - lo):] if lo >= start and consumed - lo <= len(recent) else read_range(path, lo, consumed - lo)
     known = dict(json.loads(prev["unknown_keys"] or "{}")) if prev else {}
     for k, v in report.unknown_keys.items():
         known[k] = known.get(k, 0) + v
@@ -297,13 +321,13 @@ def ingest_file(
         "source": source,
         "file_id": file_id,
         "seq": seq,
-        "size_bytes": size,
+        "size_bytes": size if size is not None else consumed + dropped,  # (a .gz file read to its end)
         "bytes_read": consumed,
         "lines": line_no - 1,
         "blank_lines": blanks_before + total_blank,
         "head_len": head_len,
         "head_sha1": sha1(read_range(path, 0, head_len)),
-        "tail_sha1": sha1(read_range(path, lo, consumed - lo)),
+        "tail_sha1": sha1(tail_bytes),
         "resume_at": resume_at,
         "resume_line": resume_line,
         "compressed": is_gzip(path),

@@ -9,7 +9,6 @@ before polars takes it.  `\\r\\n` endings and a trailing
 
 from __future__ import annotations
 
-import gzip
 import os
 import hashlib
 import re
@@ -20,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+
+from loglens.gz import GzipReader, isize
 
 #: each parse step has a fixed cost (~15 ms of planning and Python per feed) that larger chunks
 #: spread over more bytes: 40 MiB chunks took ~5 % less CPU than 32 MiB on a 1 GiB log, with
@@ -38,18 +39,24 @@ def is_gzip(path: Path) -> bool:
 
 
 def open_bytes(path: Path):
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    """The file's content as a binary file object (a .gz file's decompressed: see loglens.gz)."""
+    return GzipReader(path) if is_gzip(path) else open(path, "rb")
 
 
 def logical_size(path: Path) -> int:
-    """Size of the (uncompressed) content."""
+    """Size of the (uncompressed) content: for a .gz file, one pass of decompression."""
     if not is_gzip(path):
         return path.stat().st_size
     n = 0
-    with gzip.open(path, "rb") as f:
+    with GzipReader(path) as f:
         while block := f.read(CHUNK_BYTES):
             n += len(block)
     return n
+
+
+def size_hint(path: Path) -> int:
+    """The content size without reading it (a .gz file's trailer: an estimate, for progress)."""
+    return isize(path) if is_gzip(path) else path.stat().st_size
 
 
 def read_range(path: Path, start: int, length: int) -> bytes:
@@ -323,10 +330,11 @@ def _unshared(buf: bytearray) -> bool:
     return True
 
 
-def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
-    """Chunks of complete lines from byte `start`; a final unterminated line comes last, alone."""
+def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES, problems: list[str] | None = None) -> Iterator[Chunk]:
+    """Chunks of complete lines from byte `start`; a final unterminated line comes last, alone.
+    `problems` gets why a .gz stream ended early, if it did (what it held is still read)."""
     if is_gzip(path):
-        yield from _iter_stream_chunks(path, start, chunk_bytes)
+        yield from _iter_stream_chunks(path, start, chunk_bytes, problems)
         return
     # a plain file is read again from where the previous chunk was cut (the few bytes after the
     # cut are read twice) and chunks are views of what was read: no bytes are copied
@@ -363,10 +371,10 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES) -> I
             del data, view
 
 
-def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int) -> Iterator[Chunk]:
+def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int, problems: list[str] | None) -> Iterator[Chunk]:
     """`iter_chunks` for a stream that cannot seek back cheaply (gzip): the bytes after a cut
     are carried into the next chunk."""
-    with open_bytes(path) as f:
+    with GzipReader(path) as f:
         if start:
             f.seek(start)
         pos = start
@@ -384,13 +392,17 @@ def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int) -> Iterator[Ch
                 carry = data
                 continue
             piece = data[:cut]
-            yield Chunk(piece, pos, True, clean, piece.count(b"\n"))
+            newlines = _newline_positions(piece)
+            yield Chunk(piece, pos, True, clean, len(newlines), newlines)
             pos += cut
             carry = data[cut:]
+        if f.problem and problems is not None:  # (before the last line: a caller stops at an unterminated one)
+            problems.append(f.problem)
         if carry:
             cut = carry.rfind(b"\n") + 1
             if cut:
-                yield Chunk(carry[:cut], pos, True, False, carry[:cut].count(b"\n"))
+                newlines = _newline_positions(carry[:cut])
+                yield Chunk(carry[:cut], pos, True, False, len(newlines), newlines)
                 pos += cut
                 carry = carry[cut:]
             if carry:

@@ -255,3 +255,34 @@ def test_a_rank_traceback_is_one_record_wherever_the_chunks_are_cut(tmp_path, mo
         got = _tables(cut)
         for t, df in expected.items():
             assert got[t].equals(df), (size, t)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_tail_identity_is_that_of_the_bytes_read_across_chunks(tmp_path, monkeypatch, gz):
+    """The files row's tail_sha1 is taken from the bytes as they were read (a .gz file is not
+    decompressed again for it): with small chunks the last 4 KiB span several of them, and the
+    hash must be that of the file's bytes there, so that the next run finds the file unchanged
+    and a grown file resumes where this read stopped."""
+    import hashlib
+
+    import loglens.ingest as ingest_mod
+    from loglens.reader import TAIL_BYTES, read_range
+
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 2048)
+    text = "".join(D.format(s=i % 60) for i in range(120))
+    log = tmp_path / ("a.log.gz" if gz else "a.log")
+    if gz:
+        with gzip.open(log, "wt") as f:
+            f.write(text)
+    else:
+        write(log, text)
+    st = Store(tmp_path / "st")
+    assert ingest_paths([log], st)[0].status == "new"
+    row = st.read("files").row(0, named=True)
+    br = row["bytes_read"]
+    assert br == len(text) == row["size_bytes"]
+    assert row["tail_sha1"] == hashlib.sha1(read_range(log, br - TAIL_BYTES, TAIL_BYTES)).hexdigest()
+    assert ingest_paths([log], st)[0].status == "unchanged"
+    if not gz:
+        write(log, D.format(s=1) * 3, mode="a")
+        assert ingest_paths([log], st)[0].status == "grown" and counts(st)["decode"] == 123

@@ -17,7 +17,7 @@ from loglens.cli.common import (
     progress_enabled,
 )
 from loglens.ingest import IngestError, expand_paths, ingest_paths
-from loglens.reader import logical_size
+from loglens.reader import size_hint
 from loglens.store import Store
 
 
@@ -38,7 +38,7 @@ def ingest(
         if progress_enabled() and not as_json:
             from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn  # (only on a terminal: ~15 ms)
 
-            total = sum(logical_size(f) for f in files)
+            total = sum(size_hint(f) for f in files)  # (a .gz file's from its trailer: reading it twice to count would cost a pass)
             with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("ingesting", total=total)
                 reports = ingest_paths(files, st, on_progress=lambda n: bar.advance(task, n))

@@ -1,0 +1,111 @@
+"""A `.gz` log's content, read with zlib directly.
+
+`gzip.GzipFile` raises at the end of a truncated or damaged stream and keeps the data it had
+decompressed so far to itself, so a log cut off while it was being compressed or copied
+could not be read at all.  This reader returns every byte that decompresses, then stops and
+says why (`problem`).  It also reads the compressed file in large blocks (zlib releases the
+GIL while it works, so parser threads keep running) and follows concatenated members, as
+`gzip` does.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+#: compressed bytes read at a time
+BLOCK = 1 << 20
+#: at most this many decompressed bytes per zlib call (a very compressible block is not
+#: expanded into memory all at once)
+STEP = 8 << 20
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+
+
+class GzipReader:
+    """File-like reader of a .gz file's decompressed bytes: `read(n)`, `seek` forward (by reading),
+    `tell`; `problem` is None, or why the stream ended before its end marker."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._f = open(self.path, "rb")
+        self._z = zlib.decompressobj(_GZIP_WBITS)
+        self._pending = b""  # compressed bytes not yet given to zlib
+        self._in_member = False  # inside a member whose end marker has not been seen
+        self._buf = bytearray()
+        self._pos = 0  # decompressed bytes handed out so far
+        self._done = False
+        self.problem: str | None = None
+
+    def __enter__(self) -> "GzipReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to `n` bytes (all the rest for n < 0); fewer only at the end of the content."""
+        want = n if n >= 0 else 1 << 62
+        while len(self._buf) < want and not self._done:
+            self._fill(want - len(self._buf))
+        out = bytes(self._buf[:want]) if len(self._buf) > want else bytes(self._buf)
+        del self._buf[: len(out)]
+        self._pos += len(out)
+        return out
+
+    def seek(self, offset: int) -> int:
+        """Forward only, by reading (a gzip stream has no index); returns the position reached."""
+        if offset < self._pos:
+            raise ValueError("GzipReader seeks forward only")
+        while self._pos < offset:
+            if not self.read(min(offset - self._pos, STEP)):
+                break
+        return self._pos
+
+    def _fill(self, want: int) -> None:
+        if not self._pending:
+            self._pending = self._f.read(BLOCK)
+            if not self._pending:
+                if self._in_member:
+                    self.problem = f"the .gz stream ends early (truncated?): {self._pos + len(self._buf):,} bytes of content read"
+                self._done = True
+                return
+        if not self._in_member:  # a new member starts here: only gzip, or zero padding, may follow one
+            if self._pending.strip(b"\x00") == b"" :
+                self._pending = b""
+                return
+            if not self._pending.startswith(b"\x1f\x8b"[: len(self._pending)]):
+                self.problem = f"bytes after the last .gz member are not gzip data: ignored after {self._pos + len(self._buf):,} bytes of content"
+                self._done = True
+                return
+            self._in_member = True
+        try:
+            out = self._z.decompress(self._pending, min(max(want, 1 << 16), STEP))
+        except zlib.error as e:
+            self.problem = f"damaged .gz data ({e}) after {self._pos + len(self._buf):,} bytes of content"
+            self._done = True
+            return
+        self._buf += out
+        if self._z.eof:  # this member ended; another may follow
+            self._pending = self._z.unused_data
+            self._z = zlib.decompressobj(_GZIP_WBITS)
+            self._in_member = False
+        else:
+            self._pending = self._z.unconsumed_tail
+
+
+def isize(path: str | os.PathLike) -> int:
+    """The content size a .gz file's trailer records (its last member's, modulo 2^32): a cheap
+    estimate for progress bars, not an identity."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() < 4:
+            return 0
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
