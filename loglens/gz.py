@@ -34,6 +34,7 @@ class GzipReader:
         self._in_member = False  # inside a member whose end marker has not been seen
         self._buf = bytearray()
         self._pos = 0  # decompressed bytes handed out so far
+        self._made = 0  # decompressed bytes zlib has given
         self._done = False
         self.problem: str | None = None
 
@@ -51,13 +52,36 @@ class GzipReader:
 
     def read(self, n: int = -1) -> bytes:
         """Up to `n` bytes (all the rest for n < 0); fewer only at the end of the content."""
-        want = n if n >= 0 else 1 << 62
-        while len(self._buf) < want and not self._done:
-            self._fill(want - len(self._buf))
-        out = bytes(self._buf[:want]) if len(self._buf) > want else bytes(self._buf)
-        del self._buf[: len(out)]
-        self._pos += len(out)
-        return out
+        if n < 0:
+            parts = []
+            while block := self.read(STEP):
+                parts.append(block)
+            return b"".join(parts)
+        out = bytearray(n)
+        got = self.readinto(out)
+        del out[got:]
+        return bytes(out)
+
+    def readinto(self, into) -> int:
+        """Fill the writable buffer `into` (fewer bytes only at the end of the content); returns
+        how many were written.  Decompressed straight into it: no second copy of a chunk."""
+        view = memoryview(into).cast("B")
+        want, have = len(view), 0
+        if self._buf:  # left from a call that zlib answered with more than was asked
+            k = min(len(self._buf), want)
+            view[:k] = self._buf[:k]
+            del self._buf[:k]
+            have = k
+        while have < want and not self._done:
+            piece = self._fill(want - have)
+            k = min(len(piece), want - have)
+            view[have:have + k] = piece[:k]
+            if len(piece) > k:  # (zlib gives at least 64 KiB a call: keep the rest)
+                self._buf += piece[k:]
+            have += k
+        view.release()
+        self._pos += have
+        return have
 
     def seek(self, offset: int) -> int:
         """Forward only, by reading (a gzip stream has no index); returns the position reached."""
@@ -68,36 +92,38 @@ class GzipReader:
                 break
         return self._pos
 
-    def _fill(self, want: int) -> None:
+    def _fill(self, want: int) -> bytes:
+        """The next decompressed bytes (about `want`, at most STEP; empty when a block held none)."""
         if not self._pending:
             self._pending = self._f.read(BLOCK)
             if not self._pending:
                 if self._in_member:
-                    self.problem = f"the .gz stream ends early (truncated?): {self._pos + len(self._buf):,} bytes of content read"
+                    self.problem = f"the .gz stream ends early (truncated?): {self._made:,} bytes of content read"
                 self._done = True
-                return
+                return b""
         if not self._in_member:  # a new member starts here: only gzip, or zero padding, may follow one
-            if self._pending.strip(b"\x00") == b"" :
+            if self._pending.strip(b"\x00") == b"":
                 self._pending = b""
-                return
+                return b""
             if not self._pending.startswith(b"\x1f\x8b"[: len(self._pending)]):
-                self.problem = f"bytes after the last .gz member are not gzip data: ignored after {self._pos + len(self._buf):,} bytes of content"
+                self.problem = f"bytes after the last .gz member are not gzip data: ignored after {self._made:,} bytes of content"
                 self._done = True
-                return
+                return b""
             self._in_member = True
         try:
             out = self._z.decompress(self._pending, min(max(want, 1 << 16), STEP))
         except zlib.error as e:
-            self.problem = f"damaged .gz data ({e}) after {self._pos + len(self._buf):,} bytes of content"
+            self.problem = f"damaged .gz data ({e}) after {self._made:,} bytes of content"
             self._done = True
-            return
-        self._buf += out
+            return b""
+        self._made += len(out)
         if self._z.eof:  # this member ended; another may follow
             self._pending = self._z.unused_data
             self._z = zlib.decompressobj(_GZIP_WBITS)
             self._in_member = False
         else:
             self._pending = self._z.unconsumed_tail
+        return out
 
 
 def isize(path: str | os.PathLike) -> int:

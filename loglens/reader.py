@@ -278,6 +278,8 @@ class Chunk:
     newlines: np.ndarray | None = None
 
 
+#: how far back from a chunk's end a cut before a `[` line is looked for
+_CUT_WINDOW = 4 * 1024 * 1024
 #: the one kind of line that starts with `[` and still continues the record above it: torch's
 #: `[rank0]: ...` lines of a rank's traceback (the parser's continuation rule)
 _RANK_LINE = re.compile(rb"\[rank[0-9]+\]:")
@@ -288,7 +290,7 @@ def _cut(data: bytes | bytearray, end: int | None = None) -> tuple[int, bool]:
     with `[` and is not a `[rankN]:` line (then no record, a traceback say, spans the cut, and
     chunks parse independently), else after the last newline."""
     end = len(data) if end is None else end
-    window = max(0, end - 4 * 1024 * 1024)
+    window = max(0, end - _CUT_WINDOW)
     i = data.rfind(b"\n[", window, end)
     while i >= 0 and _RANK_LINE.match(data, i + 1):
         i = data.rfind(b"\n[", window, i)
@@ -372,38 +374,34 @@ def iter_chunks(path: Path, start: int = 0, chunk_bytes: int = CHUNK_BYTES, prob
 
 
 def _iter_stream_chunks(path: Path, start: int, chunk_bytes: int, problems: list[str] | None) -> Iterator[Chunk]:
-    """`iter_chunks` for a stream that cannot seek back cheaply (gzip): the bytes after a cut
-    are carried into the next chunk."""
+    """`iter_chunks` for a .gz file, which cannot seek back cheaply: decompressed into reused
+    buffers, as a plain file is read, with the bytes after a cut carried to the front of the
+    next buffer."""
+    buffers = _Buffers()
     with GzipReader(path) as f:
         if start:
             f.seek(start)
         pos = start
         carry = b""
         while True:
-            block = f.read(chunk_bytes)
-            if not block:
-                break
-            data = carry + block if carry else block
-            if len(block) < chunk_bytes:  # the last block: no next chunk to keep records from
-                cut, clean = data.rfind(b"\n") + 1, False
-            else:
-                cut, clean = _cut(data)
-            if cut == 0:
-                carry = data
-                continue
-            piece = data[:cut]
-            newlines = _newline_positions(piece)
-            yield Chunk(piece, pos, True, clean, len(newlines), newlines)
-            pos += cut
-            carry = data[cut:]
-        if f.problem and problems is not None:  # (before the last line: a caller stops at an unterminated one)
-            problems.append(f.problem)
-        if carry:
-            cut = carry.rfind(b"\n") + 1
+            room = len(carry) + chunk_bytes
+            buf = buffers.get(max(room, chunk_bytes + _CUT_WINDOW))  # (one size, so buffers are reused)
+            with memoryview(buf) as into:
+                into[: len(carry)] = carry
+                got = f.readinto(into[len(carry): room])
+            n = len(carry) + got
+            end = got < chunk_bytes  # the content ends in this buffer
+            cut, clean = (buf.rfind(b"\n", 0, n) + 1, False) if end else _cut(buf, n)
             if cut:
-                newlines = _newline_positions(carry[:cut])
-                yield Chunk(carry[:cut], pos, True, False, len(newlines), newlines)
+                view = memoryview(buf)[:cut]
+                newlines = _newline_positions(view)
+                yield Chunk(view, pos, True, clean, len(newlines), newlines)
                 pos += cut
-                carry = carry[cut:]
-            if carry:
-                yield Chunk(carry, pos, False, False, 1)
+                del view
+            carry = bytes(buf[cut:n])  # (all of it when no line ended: a line longer than a chunk)
+            if end:
+                if f.problem and problems is not None:  # (before the last line: a caller stops at an unterminated one)
+                    problems.append(f.problem)
+                if carry:
+                    yield Chunk(carry, pos, False, False, 1)
+                return

@@ -100,3 +100,18 @@ def test_ingest_keeps_the_lines_of_a_truncated_gz_and_notes_why(tmp_path):
     (tmp_path / "plain.log").write_bytes(content)
     a, b = ingest_paths([tmp_path / "whole.log.gz"], Store(tmp_path / "a"))[0], ingest_paths([tmp_path / "plain.log"], Store(tmp_path / "b"))[0]
     assert a.rows == b.rows and a.lines == b.lines == 300 and not a.note
+
+
+def test_a_gz_line_longer_than_a_chunk_is_read_whole(tmp_path, monkeypatch):
+    import loglens.ingest as ingest_mod
+
+    monkeypatch.setattr(ingest_mod, "CHUNK_BYTES", 2048)
+    long = "[2026-02-19 00:27:16 TP0] Scheduler hit an exception: " + "x" * 9000 + "\n"
+    text = LINE.format(s=1) * 20 + long + LINE.format(s=2) * 20
+    log = tmp_path / "long.log.gz"
+    log.write_bytes(gzip.compress(text.encode()))
+    st_ = Store(tmp_path / "st")
+    rep = ingest_paths([log], st_)[0]
+    assert rep.lines == 41 and rep.rows["decode"] == 40 and not rep.note
+    ev = st_.read("events")
+    assert ev.height == 1 and len(ev["message"][0]) > 9000

@@ -280,7 +280,7 @@ def test_the_tail_identity_is_that_of_the_bytes_read_across_chunks(tmp_path, mon
     assert ingest_paths([log], st)[0].status == "new"
     row = st.read("files").row(0, named=True)
     br = row["bytes_read"]
-    assert br == len(text) == row["size_bytes"]
+    assert br == len(text) == row["size_bytes"] and counts(st)["decode"] == 120 and row["lines"] == 120
     assert row["tail_sha1"] == hashlib.sha1(read_range(log, br - TAIL_BYTES, TAIL_BYTES)).hexdigest()
     assert ingest_paths([log], st)[0].status == "unchanged"
     if not gz:
