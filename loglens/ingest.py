@@ -29,7 +29,7 @@ from loglens.parsers.batch_lines import fast_path_taken
 from loglens.parsers.pipeline import LineParser, Parsed
 from loglens.reader import Chunk
 from loglens.reader import CHUNK_BYTES, HEAD_BYTES, TAIL_BYTES, iter_chunks, lines_frame, logical_size, may_hold, read_range, sha1, is_gzip
-from loglens.schema import LINE_TABLES
+from loglens.schema import LINE_TABLES, conform
 from loglens.store import Store, parse_data_name
 
 
@@ -101,21 +101,51 @@ def expand_paths(paths: list[str | Path], exclude: Path | None = None) -> list[P
     return out
 
 
-def _lineage(store: Store, path: Path, size_of: Callable[[], int], source: str) -> tuple[dict | None, str, bytes]:
+class KnownFiles:
+    """The store's `files` table, read once for a run of `ingest_paths` and kept current as each
+    file is read (read again for every file, it made a directory of many logs quadratic)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._frame: pl.DataFrame | None = None
+        self._latest: pl.DataFrame | None = None
+
+    def frame(self) -> pl.DataFrame:
+        if self._frame is None:
+            self._frame = self.store.read("files")
+        return self._frame
+
+    def latest(self) -> pl.DataFrame:
+        """Each lineage's last read."""
+        if self._latest is None:
+            self._latest = self.frame().sort("seq").group_by("file_id").agg(pl.all().last())
+        return self._latest
+
+    def add(self, row: pl.DataFrame) -> None:
+        if self._frame is not None:
+            self._frame = pl.concat([self._frame, conform(row, "files")], how="vertical")
+            self._latest = None
+
+
+def _lineage(known: KnownFiles, path: Path, size_of: Callable[[], int], source: str) -> tuple[dict | None, str, bytes]:
     """The previous read of this content, if any, its file_id (or a new one), and the content's
     first HEAD_BYTES.  `size_of()` gives the content's size; it is asked only when a previous
     read's head matches (for a .gz file it costs a pass of decompression)."""
-    files = store.read("files")
+    files = known.frame()
     head = read_range(path, 0, HEAD_BYTES)
     head_now = sha1(head)
     if files.height == 0:
         return None, head_now[:16], head
-    latest = files.sort("seq").group_by("file_id").agg(pl.all().last())
+    # the reads that could be this content's, found by a filter first (a store holding many
+    # files would be looped over in Python for each one): a head no longer than this one's, and
+    # under another name only a whole 64 KiB head that matches
+    full = pl.col("head_len") == HEAD_BYTES
+    candidates = known.latest().filter(
+        (pl.col("bytes_read") > 0) & (pl.col("head_len") <= len(head))
+        & ((pl.col("source") == source) | (full & (pl.col("head_sha1") == head_now))))
     cache: dict[int, str] = {len(head): head_now}
-    for row in latest.sort("ingested_at", descending=True).iter_rows(named=True):
+    for row in candidates.sort("ingested_at", descending=True).iter_rows(named=True):
         hl = row["head_len"]  # (at most HEAD_BYTES)
-        if hl > len(head) or row["bytes_read"] == 0:
-            continue
         if row["source"] != source and hl < HEAD_BYTES:
             continue  # under another name only a full 64 KiB head is identity enough
         if hl not in cache:
@@ -151,7 +181,10 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
     file's first line, so this removes exactly what an unfinished or superseded read wrote
     (its held-back tail, an unterminated last line, or whatever a killed run left behind)."""
     for table in [*LINE_TABLES, "config"]:
-        for f in store.files_of(table):
+        d = store.table_dir(table)
+        # (only this lineage's names: listing and sorting every file of the table for each file
+        # ingested made a directory of many logs quadratic)
+        for f in d.rglob(f"{file_id}-*.parquet") if d.is_dir() else ():
             parsed = parse_data_name(f.name)
             if parsed is not None and parsed[0] == file_id and parsed[1] >= line_no:
                 f.unlink(missing_ok=True)
@@ -193,13 +226,15 @@ def ingest_file(
     on_progress: Callable[[int], None] | None = None,
     partial_lines: bool = True,
     source: str | None = None,
+    known: KnownFiles | None = None,
 ) -> FileReport:
     """Read what is new in `path` into `store`.  The `files` row written last is the commit
     point: a run killed before it leaves files that the next run removes and writes again.
 
     `partial_lines=False` (live mode) leaves an unterminated last line for a later read;
     `source` names the file when `path` is not its name (a follower reading a rotated file
-    through its open descriptor)."""
+    through its open descriptor); `known`: the store's files table as a run of ingest_paths
+    keeps it (else it is read here)."""
     source = source or str(path.resolve())
     report = FileReport(source=source)
     size: int | None = None
@@ -215,7 +250,8 @@ def ingest_file(
     try:
         if not is_gzip(path):
             size_of()
-        prev, file_id, head = _lineage(store, path, size_of, source)
+        known = known or KnownFiles(store)
+        prev, file_id, head = _lineage(known, path, size_of, source)
     except OSError as e:
         raise IngestError(f"{path}: cannot read ({e.strerror or e})") from e
     report.file_id = file_id
@@ -314,9 +350,9 @@ def ingest_file(
     lo = max(0, consumed - TAIL_BYTES)
     # the tail as read (when this read covered it), else read again
     tail_bytes = recent[len(recent) - (consumed - lo):] if lo >= start and consumed - lo <= len(recent) else read_range(path, lo, consumed - lo)
-    known = dict(json.loads(prev["unknown_keys"] or "{}")) if prev else {}
+    unknown_keys = dict(json.loads(prev["unknown_keys"] or "{}")) if prev else {}
     for k, v in report.unknown_keys.items():
-        known[k] = known.get(k, 0) + v
+        unknown_keys[k] = unknown_keys.get(k, 0) + v
     row = {
         "source": source,
         "file_id": file_id,
@@ -333,10 +369,12 @@ def ingest_file(
         "compressed": is_gzip(path),
         "mtime": datetime.fromtimestamp(path.stat().st_mtime),
         "ingested_at": datetime.now(),
-        "unknown_keys": json.dumps(known),
+        "unknown_keys": json.dumps(unknown_keys),
         "tail_blank_lines": tail_blanks,
     }
-    store.write("files", pl.DataFrame([row]), name=f"{file_id}-read{seq:06d}")
+    written = pl.DataFrame([row])
+    store.write("files", written, name=f"{file_id}-read{seq:06d}")
+    known.add(written)
     return report
 
 
@@ -346,4 +384,5 @@ def ingest_paths(paths: list[str | Path], store: Store, on_progress: Callable[[i
     store.path.mkdir(parents=True, exist_ok=True)
     store.clean_tmp()
     replay_journals(store)
-    return [ingest_file(p, store, on_progress) for p in expand_paths(paths, exclude=store.path)]
+    known = KnownFiles(store)
+    return [ingest_file(p, store, on_progress, known=known) for p in expand_paths(paths, exclude=store.path)]

@@ -286,3 +286,24 @@ def test_the_tail_identity_is_that_of_the_bytes_read_across_chunks(tmp_path, mon
     if not gz:
         write(log, D.format(s=1) * 3, mode="a")
         assert ingest_paths([log], st)[0].status == "grown" and counts(st)["decode"] == 123
+
+
+def test_a_directory_of_many_logs_reads_the_files_table_once(tmp_path, monkeypatch):
+    """Each file's identity is checked against the files table as this run keeps it (reading
+    the table again for every file made a directory of many logs quadratic), and every file's
+    lineage is still found: the second run finds them all unchanged."""
+    d = tmp_path / "logs"
+    d.mkdir()
+    for i in range(6):
+        write(d / f"s{i}.log", D.format(s=i) * (i + 1))
+    write(d / "copy.log", D.format(s=5) * 6)  # the same content as s5.log under another name
+    st = Store(tmp_path / "st")
+    reads = []
+    real = Store.read
+    monkeypatch.setattr(Store, "read", lambda self, table: (reads.append(table), real(self, table))[1])
+    first = ingest_paths([d], st)
+    assert reads.count("files") == 1
+    assert [r.status for r in first].count("new") == 7 and counts(st)["decode"] == 1 + 2 + 3 + 4 + 5 + 6 + 6
+    reads.clear()
+    again = ingest_paths([d], st)
+    assert reads.count("files") == 1 and {r.status for r in again} == {"unchanged"}
