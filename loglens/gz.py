@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import zlib
-from pathlib import Path
 
 #: compressed bytes read at a time
 BLOCK = 1 << 20
@@ -23,12 +22,11 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 class GzipReader:
-    """File-like reader of a .gz file's decompressed bytes: `read(n)`, `seek` forward (by reading),
-    `tell`; `problem` is None, or why the stream ended before its end marker."""
+    """File-like reader of a .gz file's decompressed bytes: `read(n)`, `readinto(buffer)`, `seek`
+    forward (by reading); `problem` is None, or why the stream ended before its end marker."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self._f = open(self.path, "rb")
+        self._f = open(path, "rb")
         self._z = zlib.decompressobj(_GZIP_WBITS)
         self._pending = b""  # compressed bytes not yet given to zlib
         self._in_member = False  # inside a member whose end marker has not been seen
@@ -46,9 +44,6 @@ class GzipReader:
 
     def close(self) -> None:
         self._f.close()
-
-    def tell(self) -> int:
-        return self._pos
 
     def read(self, n: int = -1) -> bytes:
         """Up to `n` bytes (all the rest for n < 0); fewer only at the end of the content."""
@@ -87,8 +82,9 @@ class GzipReader:
         """Forward only, by reading (a gzip stream has no index); returns the position reached."""
         if offset < self._pos:
             raise ValueError("GzipReader seeks forward only")
+        scratch = bytearray(min(offset - self._pos, STEP))
         while self._pos < offset:
-            if not self.read(min(offset - self._pos, STEP)):
+            if not self.readinto(memoryview(scratch)[: offset - self._pos]):
                 break
         return self._pos
 

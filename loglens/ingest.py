@@ -181,10 +181,9 @@ def drop_rows_from(store: Store, file_id: str, line_no: int) -> None:
     file's first line, so this removes exactly what an unfinished or superseded read wrote
     (its held-back tail, an unterminated last line, or whatever a killed run left behind)."""
     for table in [*LINE_TABLES, "config"]:
-        d = store.table_dir(table)
         # (only this lineage's names: listing and sorting every file of the table for each file
         # ingested made a directory of many logs quadratic)
-        for f in d.rglob(f"{file_id}-*.parquet") if d.is_dir() else ():
+        for f in store.files_of(table, f"{file_id}-"):
             parsed = parse_data_name(f.name)
             if parsed is not None and parsed[0] == file_id and parsed[1] >= line_no:
                 f.unlink(missing_ok=True)

@@ -48,9 +48,10 @@ def logical_size(path: Path) -> int:
     if not is_gzip(path):
         return path.stat().st_size
     n = 0
+    scratch = bytearray(CHUNK_BYTES)
     with GzipReader(path) as f:
-        while block := f.read(CHUNK_BYTES):
-            n += len(block)
+        while got := f.readinto(scratch):
+            n += got
     return n
 
 

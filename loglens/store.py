@@ -75,11 +75,12 @@ class Store:
             raise KeyError(f"unknown table {table!r}")
         return self.path / table
 
-    def files_of(self, table: str) -> list[Path]:
+    def files_of(self, table: str, name_prefix: str = "") -> list[Path]:
+        """The table's data files (only those whose name starts with `name_prefix`), sorted."""
         d = self.table_dir(table)
         if not d.is_dir():
             return []
-        return sorted(d.rglob("*.parquet"))
+        return sorted(d.rglob(f"{name_prefix}*.parquet"))
 
     def exists(self) -> bool:
         return self.path.is_dir() and (self.path / "files").is_dir()
