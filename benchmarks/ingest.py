@@ -1,5 +1,6 @@
-"""Ingest benchmark: `loglens ingest` against `rg -c` (the raw-scan limit) and a naive per-line
-Python loop, on the same generated logs, in the same run.
+"""Ingest benchmark: `loglens ingest` against `rg -c` (the raw-scan limit), a naive per-line
+Python loop and a fixed-field polars pass (no version tolerance: `fixed_field.py`), on the same
+generated logs, in the same run.
 
     python benchmarks/ingest.py                                  # 200MiB and 1GiB, 3 runs
     python benchmarks/ingest.py --sizes 20MiB --runs 1           # quick check
@@ -48,6 +49,7 @@ sys.path.insert(0, str(HERE))
 import gen_log  # noqa: E402  (sibling script)
 
 NAIVE = HERE / "naive_ingest.py"
+FIXED = HERE / "fixed_field.py"
 DEFAULT_DATA = HERE / "data"
 MB = 1e6  # throughput is in MB/s = 10^6 bytes/s (the DESIGN.md target's unit)
 
@@ -248,6 +250,17 @@ class Naive(Tool):
         return workdir / "naive"
 
 
+class Fixed(Tool):
+    def __init__(self):
+        super().__init__("fixed", "fixed-field polars pass (no tolerance)")
+
+    def command(self, log_path, workdir):
+        return [sys.executable, str(FIXED), str(log_path), str(workdir / "fixed")]
+
+    def output_dir(self, workdir):
+        return workdir / "fixed"
+
+
 def _default_loglens() -> str:
     """The `loglens` console script installed beside this interpreter (the environment the
     harness runs in), not whatever `loglens` comes first on PATH: a version manager's shim
@@ -398,13 +411,16 @@ def evaluate(summary: dict, logs: dict, queries: dict | None = None) -> tuple[di
     ratios: dict = {"per_size": {}}
     for s in sizes:
         m = summary[s]
-        w = {t: (m[t]["wall_s"] if m.get(t, {}).get("ok") else None) for t in ("rg", "naive", "loglens")}
-        c = {t: (m[t]["cpu_s"] if m.get(t, {}).get("ok") else None) for t in ("rg", "naive", "loglens")}
+        w = {t: (m[t]["wall_s"] if m.get(t, {}).get("ok") else None) for t in ("rg", "naive", "fixed", "loglens")}
+        c = {t: (m[t]["cpu_s"] if m.get(t, {}).get("ok") else None) for t in ("rg", "naive", "fixed", "loglens")}
         # targets use wall time; the CPU-time ratios are shown too, being steadier on a busy machine
         ratios["per_size"][s] = {"loglens_over_rg": _ratio(w["loglens"], w["rg"]),
                                  "naive_over_loglens": _ratio(w["naive"], w["loglens"]),
                                  "loglens_over_rg_cpu": _ratio(c["loglens"], c["rg"]),
-                                 "naive_over_loglens_cpu": _ratio(c["naive"], c["loglens"])}
+                                 "naive_over_loglens_cpu": _ratio(c["naive"], c["loglens"]),
+                                 # the reference pass: how far polars without tolerance is from rg, and what tolerance costs
+                                 "fixed_over_rg": _ratio(w["fixed"], w["rg"]),
+                                 "loglens_over_fixed": _ratio(w["loglens"], w["fixed"])}
     small, large = sizes[0], sizes[-1]
 
     def rss(tool, s):
@@ -477,12 +493,14 @@ def markdown(summary: dict, logs: dict, tools: list[Tool], ratios: dict, targets
                 continue
             out.append(f"| {head} | {labels[t.name]} | {m['wall_s']:.2f} | {m['mb_per_s']:,.0f} | {_si(m['lines_per_s'])} "
                        f"| {m['cpu_s']:.2f} | {m['maxrss_mib']:,.0f} | {m['wall_min_s']:.2f}–{m['wall_max_s']:.2f} |")
-    out += ["", "| log | loglens ÷ rg (wall) | naive ÷ loglens (wall) | loglens ÷ rg (CPU) | naive ÷ loglens (CPU) |",
-            "|---|---:|---:|---:|---:|"]
+    out += ["", "| log | loglens ÷ rg (wall) | naive ÷ loglens (wall) | loglens ÷ rg (CPU) | naive ÷ loglens (CPU) "
+                "| fixed-field ÷ rg (wall) | loglens ÷ fixed-field (wall) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
     for s in sizes:
         r = ratios["per_size"][s]
         out.append(f"| {s} | {_num(r['loglens_over_rg'], '{:.1f}x')} | {_num(r['naive_over_loglens'], '{:.1f}x')} "
-                   f"| {_num(r['loglens_over_rg_cpu'], '{:.1f}x')} | {_num(r['naive_over_loglens_cpu'], '{:.1f}x')} |")
+                   f"| {_num(r['loglens_over_rg_cpu'], '{:.1f}x')} | {_num(r['naive_over_loglens_cpu'], '{:.1f}x')} "
+                   f"| {_num(r['fixed_over_rg'], '{:.1f}x')} | {_num(r['loglens_over_fixed'], '{:.2f}x')} |")
     f = ratios["rss_flatness"]
     if f["small"] != f["large"]:
         out += ["", f"Peak RSS {f['large']} ÷ {f['small']}: loglens {_num(f['loglens'], '{:.2f}x')}, "
@@ -532,7 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mix", choices=gen_log.MIXES, default="current")
     ap.add_argument("--runs", type=int, default=3, help="repetitions per tool and size (median reported)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tools", default="rg,naive,loglens", help="subset of rg,naive,loglens")
+    ap.add_argument("--tools", default=None,
+                    help="subset of rg,naive,fixed,loglens (default: all of them; fixed, the fixed-field polars pass of "
+                         "fixed_field.py, knows only the current mix's layout and is left out of other mixes)")
     ap.add_argument("--loglens-cmd", default=_default_loglens(),
                     help="how to start loglens (default: the `loglens` script of this Python's environment, "
                          "else the one on PATH)")
@@ -547,10 +567,13 @@ def main(argv: list[str] | None = None) -> int:
                          "(with the sample story added): first call and --runs more (default: on)")
     args = ap.parse_args(argv)
 
-    all_tools = {"rg": Rg(), "naive": Naive(), "loglens": Loglens(args.loglens_cmd)}
-    names = [t.strip() for t in args.tools.split(",") if t.strip()]
+    all_tools = {"rg": Rg(), "naive": Naive(), "fixed": Fixed(), "loglens": Loglens(args.loglens_cmd)}
+    tool_list = args.tools or ("rg,naive,fixed,loglens" if args.mix == "current" else "rg,naive,loglens")
+    names = [t.strip() for t in tool_list.split(",") if t.strip()]
+    if "fixed" in names and args.mix != "current":
+        ap.error("--tools fixed: the fixed-field pass knows only the current mix's layout (--mix current)")
     if not names or any(n not in all_tools for n in names) or args.runs < 1:
-        ap.error("--tools takes a subset of rg,naive,loglens; --runs must be >= 1")
+        ap.error("--tools takes a subset of rg,naive,fixed,loglens; --runs must be >= 1")
     tools = [all_tools[n] for n in names]
     try:
         sizes = [gen_log.parse_size(s) for s in args.sizes.split(",") if s.strip()]

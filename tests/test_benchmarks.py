@@ -168,6 +168,53 @@ def test_naive_parses_values(tmp_path):
     assert e[1]["message"].endswith("RuntimeError: boom")
 
 
+def test_fixed_field_rows_match_sidecar(logs, tmp_path):
+    """The reference pass does the same job as loglens on the current mix (every Decode,
+    Prefill and access line a row, every other line an events row), so their times compare."""
+    path, side = logs["current"]
+    out = subprocess.run([sys.executable, str(BENCH / "fixed_field.py"), str(path), str(tmp_path / "out")],
+                         capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout)
+    assert res == {"decode": side["decode"], "prefill": side["prefill"], "http": side["http"], "events": side["other"],
+                   "lines": side["lines"]}
+    read = lambda t: pl.scan_parquet(str(tmp_path / "out" / t / "*.parquet")).collect()  # noqa: E731
+    dec, pre, http = read("decode"), read("prefill"), read("http")
+    # the store's schema, and no value lost to the fixed layout
+    assert dec.schema == pl.Schema(TABLES["decode"]) and http.schema == pl.Schema(TABLES["http"])
+    for df, cols in ((dec, ["ts", "tp_rank", "running_req", "token", "token_usage", "cuda_graph", "gen_throughput", "queue_req"]),
+                     (pre, ["ts", "new_seq", "new_token", "cached_token", "running_req", "input_throughput"]),
+                     (http, ["ts", "level", "client_addr", "client_port", "method", "path", "http_version", "status", "status_text"])):
+        assert df.select(pl.col(cols).null_count()).row(0) == (0,) * len(cols)
+
+
+def test_fixed_field_values(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text(
+        "[2026-02-19 00:27:12 TP0] Prefill batch, #new-seq: 1, #new-token: 1024, #cached-token: 0, token usage: 0.02, "
+        "#running-req: 26, #queue-req: 0, input throughput (token/s): 8123.45, cuda graph: False\n"
+        "[2026-02-19 00:27:16 TP1] Decode batch, #running-req: 27, #token: 5760, token usage: 0.02, cuda graph: False, "
+        "gen throughput (token/s): 170.24, #queue-req: 0\n"
+        '[2026-02-19 00:27:12 TP0] INFO:     ::1:33670 - "POST /generate HTTP/1.1" 200 OK\n'
+        '[2026-02-19 00:27:13 TP0] INFO:     127.0.0.1:8 - "GET /health HTTP/1.0" 404 Not Found\n'
+        "  File \"x.py\", line 1, in f\n")
+    import fixed_field
+
+    assert fixed_field.ingest(str(log), str(tmp_path / "out")) == {"decode": 1, "prefill": 1, "http": 2, "events": 1, "lines": 5}
+    read = lambda t: pl.scan_parquet(str(tmp_path / "out" / t / "*.parquet")).collect().to_dicts()  # noqa: E731
+    d = read("decode")[0]
+    assert (str(d["ts"]), d["tp_rank"], d["running_req"], d["token"], d["token_usage"], d["cuda_graph"], d["gen_throughput"],
+            d["queue_req"]) == ("2026-02-19 00:27:16", 1, 27, 5760, 0.02, False, 170.24, 0)
+    p = read("prefill")[0]
+    assert (p["new_seq"], p["new_token"], p["cached_token"], p["token_usage"], p["running_req"], p["queue_req"],
+            p["input_throughput"], p["cuda_graph"]) == (1, 1024, 0, 0.02, 26, 0, 8123.45, False)
+    h = read("http")
+    assert [(r["level"], r["client_addr"], r["client_port"], r["method"], r["path"], r["http_version"], r["status"], r["status_text"])
+            for r in h] == [("INFO", "::1", 33670, "POST", "/generate", "1.1", 200, "OK"),
+                            ("INFO", "127.0.0.1", 8, "GET", "/health", "1.0", 404, "Not Found")]
+    e = read("events")[0]
+    assert e["ts"] is None and e["line_no"] == 5 and e["message"].startswith("  File")
+
+
 def test_harness_runs_end_to_end(tmp_path):
     tools = "rg,naive" if shutil.which("rg") else "naive"
     out_json = tmp_path / "r.json"
