@@ -239,26 +239,18 @@ class Rg(Tool):
         return ["rg", "-c", "Decode batch", str(log_path)]
 
 
-class Naive(Tool):
-    def __init__(self):
-        super().__init__("naive", "naive Python re loop")
+class Script(Tool):
+    """A sibling script run as `python SCRIPT LOG OUTDIR` (the naive loop, the fixed-field pass)."""
+
+    def __init__(self, name: str, label: str, script: Path):
+        super().__init__(name, label)
+        self.script = script
 
     def command(self, log_path, workdir):
-        return [sys.executable, str(NAIVE), str(log_path), str(workdir / "naive")]
+        return [sys.executable, str(self.script), str(log_path), str(workdir / self.name)]
 
     def output_dir(self, workdir):
-        return workdir / "naive"
-
-
-class Fixed(Tool):
-    def __init__(self):
-        super().__init__("fixed", "fixed-field polars pass (no tolerance)")
-
-    def command(self, log_path, workdir):
-        return [sys.executable, str(FIXED), str(log_path), str(workdir / "fixed")]
-
-    def output_dir(self, workdir):
-        return workdir / "fixed"
+        return workdir / self.name
 
 
 def _default_loglens() -> str:
@@ -567,7 +559,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(with the sample story added): first call and --runs more (default: on)")
     args = ap.parse_args(argv)
 
-    all_tools = {"rg": Rg(), "naive": Naive(), "fixed": Fixed(), "loglens": Loglens(args.loglens_cmd)}
+    all_tools = {"rg": Rg(), "naive": Script("naive", "naive Python re loop", NAIVE),
+                 "fixed": Script("fixed", "fixed-field polars pass (no tolerance)", FIXED), "loglens": Loglens(args.loglens_cmd)}
     tool_list = args.tools or ("rg,naive,fixed,loglens" if args.mix == "current" else "rg,naive,loglens")
     names = [t.strip() for t in tool_list.split(",") if t.strip()]
     if "fixed" in names and args.mix != "current":

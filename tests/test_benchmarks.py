@@ -220,18 +220,23 @@ def test_harness_runs_end_to_end(tmp_path):
     out_json = tmp_path / "r.json"
     failing = f"{sys.executable} -c 'import sys; sys.exit(\"Error: no ingest here\")'"
     res = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--sizes", "256KiB", "--runs", "1",
-                          "--tools", tools + ",loglens", "--loglens-cmd", failing, "--check-rows",
+                          "--tools", tools + ",fixed,loglens", "--loglens-cmd", failing, "--check-rows",
                           "--data-dir", str(tmp_path / "data"), "--tmp-dir", str(tmp_path), "--json", str(out_json)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "| loglens ingest | n/a |" in res.stdout and "Error: no ingest here" in res.stdout
-    assert "MISMATCH" not in res.stdout and "| naive | OK |" in res.stdout
+    assert "MISMATCH" not in res.stdout and "| naive | OK |" in res.stdout and "| fixed | OK |" in res.stdout
     report = json.loads(out_json.read_text())
     naive = report["summary"]["256KiB"]["naive"]
     assert naive["ok"] and naive["wall_s"] > 0 and naive["maxrss_mib"] > 0 and naive["cpu_s"] > 0
     assert {t["result"] for t in report["targets"]} == {"n/a"}
     # the log is cached: a second run reuses it
     assert list((tmp_path / "data").glob("*.log")) and not list(tmp_path.glob("loglens-bench-*"))
+    assert report["meta"]["tools"] == [*tools.split(","), "fixed", "loglens"]
+    # the fixed-field pass knows one layout: it is refused on the mixed log (and left out by default)
+    res = subprocess.run([sys.executable, str(BENCH / "ingest.py"), "--mix", "mixed", "--tools", "fixed"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "knows only the current mix" in res.stderr
 
 
 def test_harness_times_summary_and_reconcile_on_the_largest_store(tmp_path):
