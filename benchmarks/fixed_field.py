@@ -40,7 +40,7 @@ PREFILL_KEYS = [("#new-seq", "new_seq", pl.Int64), ("#new-token", "new_token", p
                 ("#cached-token", "cached_token", pl.Int64), ("token usage", "token_usage", pl.Float64),
                 ("#running-req", "running_req", pl.Int64), ("#queue-req", "queue_req", pl.Int64),
                 ("input throughput (token/s)", "input_throughput", pl.Float64), ("cuda graph", "cuda_graph", pl.Boolean)]
-HEADS = {"decode": "Decode batch", "prefill": "Prefill batch"}
+BATCH_TABLES = ("decode", "prefill")
 ROW = ["line_no", *PREFIX_COLUMNS, "proc"]
 
 
@@ -68,9 +68,9 @@ def parse(chunk: Chunk, first_no: int, store: Store, source: str) -> dict[str, i
            .when(msg.str.starts_with("INFO:") & msg.str.contains(' - "', literal=True)).then(pl.lit("http"))
            .when(pl.col("line").str.len_bytes() > 0).then(pl.lit("events")))
     df = df.with_columns(_fam=fam).drop("line", "byte_off", "_first", "_pfx")
-    tables = {t: batch_rows(df.filter(pl.col("_fam") == t), t) for t in HEADS}
+    tables = {t: batch_rows(df.filter(pl.col("_fam") == t), t) for t in BATCH_TABLES}
     http = df.filter(pl.col("_fam") == "http")
-    tables["http"] = http.select(ROW).hstack(access_fields(http)[0])
+    tables["http"] = http.select(ROW).hstack(access_fields(http)[0])  # (the fields; not which rows parsed)
     tables["events"] = df.filter(pl.col("_fam") == "events").select(*ROW, pl.col("line_no").alias("line_end"), pl.col("msg").alias("message"))
     name = f"fixed-{first_no:012d}"
     for table, rows in tables.items():
