@@ -4,8 +4,9 @@
 
 What a polars parser costs when it knows one release's exact layout (the `current` mix of
 gen_log.py: today's `[YYYY-MM-DD HH:MM:SS TP0] ` prefix, its one Decode and one Prefill key
-order, uvicorn access lines) and checks nothing: no key is compared, every other line is an
-`events` row of its own (no traceback folding, no event kinds), a value that does not parse is
+order, uvicorn access lines) and checks nothing: no key is compared, every other non-empty line
+is an `events` row of its own (no traceback folding, no event kinds; blank lines make no row,
+as in loglens), a value that does not parse is
 a null (no rejects, no `extra`, no `files` table).  It shares everything else with `loglens
 ingest`, so that the two differ only in the tolerance: the reader (loglens.reader), the
 prefix's fast path and the access lines' fast path (loglens.parsers), the worker threads and
